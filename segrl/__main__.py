@@ -1,0 +1,5 @@
+import sys
+
+from segrl.cli import main
+
+sys.exit(main())

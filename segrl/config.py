@@ -1,0 +1,210 @@
+"""Dataclass configs: defaults that work, a TOML file on top, command-line overrides on top of that.
+
+Each job has one top-level config dataclass (``BaselineConfig`` here, the others beside their code) whose
+fields are scalars or nested config dataclasses. ``build_config`` applies a TOML file and then dotted
+overrides (``{"data.max_len": 96}``); ``config_to_dict``/``flatten_config`` give what every run saves.
+
+    >>> cfg = build_config(BaselineConfig, overrides={"method": "bpe", "data.max_len": 96})
+    >>> cfg.data.max_len
+    96
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from segrl.errors import ConfigError
+
+C = TypeVar("C")
+
+
+@dataclass
+class DataConfig:
+    """Where the corpus comes from and how it is normalised and split (as in the study)."""
+
+    corpus: str | None = None
+    """A UTF-8 text file or folder (``.gz`` files are read too); None uses the bundled WikiText-2 slice."""
+    max_len: int = 128
+    """Sentences longer than this many characters (after normalisation) are left out."""
+    min_char_count: int = 25
+    """Characters seen fewer than this many times are mapped to one placeholder character."""
+    lowercase: bool = True
+    valid_fraction: float = 0.1
+    test_fraction: float = 0.1
+    seed: int = 0
+    """Seed of the deterministic train/valid/test split."""
+    max_sentences: int | None = None
+    """Keep at most this many sentences (the first ones, before splitting); None keeps all."""
+
+
+@dataclass
+class GoldConfig:
+    """The gold segmentation every segmenter is scored against."""
+
+    path: str | None = None
+    """A Morpho Challenge or SIGMORPHON 2022 file; None uses the bundled SIGMORPHON English surface set."""
+    max_words: int | None = None
+    """Score on at most this many gold words (a deterministic sample); None scores on all."""
+
+
+@dataclass
+class TrackingConfig:
+    """Where results go in MLflow (the store itself comes from ``MLFLOW_TRACKING_URI``)."""
+
+    experiment: str = "segrl"
+    run_name: str | None = None
+
+
+@dataclass
+class BaselineConfig:
+    """``segrl baseline``: train one classic segmenter, score it, log it."""
+
+    method: str = "morfessor"
+    vocab_size: int = 5000
+    """Vocabulary size of the BPE and unigram segmenters (5000: the study's BPE vocabulary)."""
+    cache_dir: str | None = None
+    """Where trained Morfessor models are cached by corpus hash; None uses ``$SEGRL_CACHE_DIR`` or
+    ``~/.cache/segrl``."""
+    data: DataConfig = field(default_factory=DataConfig)
+    gold: GoldConfig = field(default_factory=GoldConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+
+def build_config(
+    cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> C:
+    """Defaults of ``cls``, then the TOML file at ``path``, then ``overrides`` (dotted keys).
+
+    Overrides whose value is None are skipped, so unset command-line flags keep the file's value.
+    """
+    values: dict[str, Any] = {}
+    if path is not None:
+        values = _read_toml(Path(path))
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = values
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return _from_dict(cls, values, where=str(path) if path else "overrides")
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """The config as nested plain dicts (what ``save_config`` writes)."""
+    return dataclasses.asdict(cfg)
+
+
+def flatten_config(cfg: Any) -> dict[str, Any]:
+    """The config as one level of dotted keys, for MLflow params."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, node: dict[str, Any]) -> None:
+        for key, value in node.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, dict):
+                walk(name + ".", value)
+            else:
+                out[name] = value
+
+    walk("", config_to_dict(cfg))
+    return out
+
+
+def save_config(cfg: Any, path: str | Path) -> Path:
+    """Write the config as TOML (None values are left out: they are the defaults)."""
+    path = Path(path)
+    path.write_text(_to_toml(config_to_dict(cfg)), encoding="utf-8")
+    return path
+
+
+def load_config(cls: type[C], path: str | Path) -> C:
+    """Read a config saved by ``save_config`` (or written by hand)."""
+    return build_config(cls, path)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+
+
+def _from_dict(cls: type[C], values: dict[str, Any], where: str, prefix: str = "") -> C:
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in known:
+            choices = ", ".join(prefix + k for k in known)
+            raise ConfigError(f"{where}: unknown option '{prefix}{key}'; known options: {choices}")
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: {prefix}{key} must be a table of options")
+            kwargs[key] = _from_dict(hint, value, where, prefix=f"{prefix}{key}.")
+        else:
+            kwargs[key] = _coerce(value, hint, f"{where}: {prefix}{key}")
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, what: str) -> Any:
+    """Check (and where lossless, convert) a value against a field's type hint."""
+    options = typing.get_args(hint) if _is_union(hint) else (hint,)
+    if value is None and type(None) in options:
+        return None
+    for option in options:
+        if option is type(None):
+            continue
+        origin = typing.get_origin(option)
+        if origin in (list, tuple) and isinstance(value, list | tuple):
+            return origin(value)
+        if option is bool and isinstance(value, bool):
+            return value
+        if option is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if option is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if option is str and isinstance(value, str):
+            return value
+    names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
+    raise ConfigError(f"{what} must be {names}, got {value!r}")
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def _to_toml(node: dict[str, Any], prefix: str = "") -> str:
+    scalars = [(k, v) for k, v in node.items() if not isinstance(v, dict) and v is not None]
+    tables = [(k, v) for k, v in node.items() if isinstance(v, dict)]
+    lines = [f"{k} = {_toml_value(v)}" for k, v in scalars]
+    for key, table in tables:
+        lines.append("")
+        lines.append(f"[{prefix}{key}]")
+        body = _to_toml(table, prefix=f"{prefix}{key}.")
+        lines.append(body)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise ConfigError(f"cannot write {value!r} to TOML")

@@ -1,0 +1,26 @@
+"""The project's exception types.
+
+Every error a user can cause (a bad file, a bad option, an unreachable tracking server) is raised as a
+``SegrlError`` subclass whose message says what went wrong and what to do. The command line prints the
+message and exits non-zero without a traceback; library users catch the type.
+"""
+
+
+class SegrlError(Exception):
+    """A problem the user can fix; the message says how."""
+
+
+class DataError(SegrlError):
+    """A corpus or gold-segmentation file that cannot be used (names the file and, where known, the line)."""
+
+
+class ConfigError(SegrlError):
+    """An unknown option, a bad value, or a config file that cannot be read."""
+
+
+class TrackingError(SegrlError):
+    """The MLflow tracking store cannot be reached or written."""
+
+
+class ModelError(SegrlError):
+    """A saved model that is missing, incomplete or from an incompatible version."""

@@ -1,0 +1,62 @@
+"""Shared fixtures. Tests never write into the checkout: MLflow stores and caches go to tmp folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED_DATA = SHARED / "data"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("SEGRL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, monkeypatch) -> Path:
+    """An empty working folder with no MLFLOW_TRACKING_URI: the default store ./mlflow.db is used."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    import mlflow
+
+    while mlflow.active_run():
+        mlflow.end_run()
+
+
+def write_small_corpus(path: Path) -> Path:
+    """A small English text with clear morphology (walk-ed, jump-ing, talk-s), one paragraph a line."""
+    stems = ["walk", "talk", "jump", "play", "work", "help", "look", "call", "open", "kick"]
+    lines = []
+    for i, stem in enumerate(stems):
+        other = stems[(i + 3) % len(stems)]
+        lines.append(
+            f"The man {stem}ed home. She is {stem}ing now. They {stem} often and he {stem}s too. "
+            f"We {other}ed and {other}ing was fun. The {stem}er {other}s."
+        )
+    path.write_text("\n".join(lines * 3) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def small_corpus_file(tmp_path) -> Path:
+    return write_small_corpus(tmp_path / "small.txt")
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared/data; tests that use it skip where the checkout has no ../shared."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present: ../shared/data is only beside the development checkout")
+    return path
+
+
+def pytest_report_header(config):
+    return f"shared data: {SHARED_DATA if SHARED_DATA.exists() else 'absent (tests that need it skip)'}; cpus: {os.cpu_count()}"

@@ -1,0 +1,49 @@
+import pytest
+
+from segrl.config import (
+    BaselineConfig,
+    build_config,
+    flatten_config,
+    load_config,
+    save_config,
+)
+from segrl.errors import ConfigError
+
+
+def test_overrides_apply_over_defaults_and_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('method = "bpe"\n[data]\nmax_len = 64\nseed = 3\n')
+    cfg = build_config(BaselineConfig, path, {"data.seed": 7, "vocab_size": None})
+    assert cfg.method == "bpe"
+    assert cfg.data.max_len == 64
+    assert cfg.data.seed == 7  # the override wins
+    assert cfg.vocab_size == 5000  # None overrides are skipped
+
+
+def test_unknown_and_mistyped_options_are_errors(tmp_path):
+    with pytest.raises(ConfigError, match="unknown option 'data.maxlen'"):
+        build_config(BaselineConfig, overrides={"data.maxlen": 3})
+    with pytest.raises(ConfigError, match="data.max_len must be int"):
+        build_config(BaselineConfig, overrides={"data.max_len": "long"})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("method = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        build_config(BaselineConfig, bad)
+    with pytest.raises(ConfigError, match="not found"):
+        build_config(BaselineConfig, tmp_path / "missing.toml")
+
+
+def test_config_round_trips_through_toml(tmp_path):
+    cfg = build_config(
+        BaselineConfig,
+        overrides={"method": "unigram", "data.corpus": 'a "q" \\ b', "gold.max_words": 10},
+    )
+    again = load_config(BaselineConfig, save_config(cfg, tmp_path / "saved.toml"))
+    assert again == cfg
+
+
+def test_flatten_config_uses_dotted_keys():
+    flat = flatten_config(BaselineConfig())
+    assert flat["data.max_len"] == 128
+    assert flat["tracking.experiment"] == "segrl"
+    assert flat["method"] == "morfessor"
