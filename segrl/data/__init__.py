@@ -1,0 +1,17 @@
+"""Corpora, the character vocabulary, and gold segmentations."""
+
+from segrl.data.corpus import Corpus, NormalizationSettings, load_corpus, read_lines
+from segrl.data.gold import GoldWord, bundled_gold, load_gold, read_gold
+from segrl.data.vocab import CharVocab
+
+__all__ = [
+    "CharVocab",
+    "Corpus",
+    "GoldWord",
+    "NormalizationSettings",
+    "bundled_gold",
+    "load_corpus",
+    "load_gold",
+    "read_gold",
+    "read_lines",
+]

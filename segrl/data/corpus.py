@@ -1,0 +1,311 @@
+"""Corpus loading and normalisation as in the study: sentences of at most ``max_len`` characters,
+lower-cased, rare characters mapped to one placeholder, split deterministically into train/valid/test.
+
+    >>> corpus = load_corpus(DataConfig())          # the bundled WikiText-2 slice
+    >>> corpus.train[0]                              # doctest: +SKIP
+    'he had a guest role in the television series judge john deed in 2002 .'
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from segrl.config import DataConfig
+from segrl.data.vocab import CharVocab
+from segrl.errors import DataError
+
+PLACEHOLDER = "\ufffd"
+"""Stands for every character seen fewer than ``min_char_count`` times (and for unseen ones later)."""
+MAX_LINE_CHARS = 1_000_000
+"""A line longer than this is not text split into lines; the loader refuses it."""
+BUNDLED_CORPUS = "wikitext2_test.txt.gz"
+HF_PREFIX = "hf:"
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+_WIKITEXT_ESCAPES = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class NormalizationSettings:
+    """Everything that decides how raw lines become sentences; saved with every run."""
+
+    lowercase: bool = True
+    min_char_count: int = 25
+    placeholder: str = PLACEHOLDER
+    max_len: int = 128
+    unescape_wikitext: bool = True
+    """Undo WikiText's ``@-@``, ``@,@``, ``@.@`` escapes (``guest @-@ star`` -> ``guest-star``)."""
+    drop_headings: bool = True
+    """Drop WikiText headings (lines of the form ``= Title =``)."""
+
+
+@dataclass
+class Corpus:
+    """Normalised sentences split into train/valid/test, with the character vocabulary of the corpus."""
+
+    train: list[str]
+    valid: list[str]
+    test: list[str]
+    vocab: CharVocab
+    settings: dict = field(default_factory=dict)
+    """Normalisation and split settings, the source, and counts; logged with every run."""
+
+    @property
+    def sentences(self) -> list[str]:
+        return [*self.train, *self.valid, *self.test]
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the sentences and settings: equal corpora have equal fingerprints."""
+        h = hashlib.sha256(json.dumps(self.settings, sort_keys=True, default=str).encode())
+        for split in (self.train, self.valid, self.test):
+            h.update(b"\x00split\x00")
+            for sentence in split:
+                h.update(sentence.encode("utf-8"))
+                h.update(b"\n")
+        return h.hexdigest()[:16]
+
+    def split(self, name: str) -> list[str]:
+        if name not in ("train", "valid", "test"):
+            raise ValueError(f"unknown split {name!r}: use train, valid or test")
+        return getattr(self, name)
+
+    def word_counts(self, split: str = "train") -> Counter[str]:
+        """How often each space-separated word occurs in a split (what Morfessor is trained on)."""
+        counts: Counter[str] = Counter()
+        for sentence in self.split(split):
+            counts.update(sentence.split())
+        return counts
+
+
+def load_corpus(config: DataConfig | None = None) -> Corpus:
+    """Read, normalise and split the corpus that ``config`` names (the bundled one by default)."""
+    config = config or DataConfig()
+    if config.max_len < 2:
+        raise DataError(f"max_len must be at least 2 characters, got {config.max_len}")
+    if not 0 <= config.valid_fraction + config.test_fraction < 1:
+        raise DataError(
+            "valid_fraction + test_fraction must be in [0, 1): some sentences must train"
+        )
+    settings = NormalizationSettings(
+        lowercase=config.lowercase, min_char_count=config.min_char_count, max_len=config.max_len
+    )
+    corpus = config.corpus or None  # "" (as MLproject parameters give it) means the bundled corpus
+    source = corpus or f"bundled:{BUNDLED_CORPUS}"
+    lines = _source_lines(corpus)
+    sentences, stats = normalize(lines, settings, max_sentences=config.max_sentences)
+    if not sentences:
+        raise DataError(
+            f"{source}: no sentences left after normalisation (sentences longer than "
+            f"max_len={config.max_len} characters are left out, {stats['too_long']} were). "
+            "Give a text with shorter sentences, one or more per line, or raise --max-len."
+        )
+    train, valid, test = split_sentences(
+        sentences, config.valid_fraction, config.test_fraction, config.seed
+    )
+    vocab = CharVocab.from_texts(train, settings.placeholder)
+    return Corpus(
+        train=train,
+        valid=valid,
+        test=test,
+        vocab=vocab,
+        settings={
+            "source": source,
+            "normalization": asdict(settings),
+            "split": {
+                "valid_fraction": config.valid_fraction,
+                "test_fraction": config.test_fraction,
+                "seed": config.seed,
+                "max_sentences": config.max_sentences,
+            },
+            "counts": {**stats, "train": len(train), "valid": len(valid), "test": len(test)},
+        },
+    )
+
+
+def normalize(
+    lines: Iterable[tuple[str, int, str]],
+    settings: NormalizationSettings,
+    max_sentences: int | None = None,
+) -> tuple[list[str], dict[str, int]]:
+    """Turn ``(file, line_number, text)`` lines into normalised sentences.
+
+    Steps, in order: drop headings; undo WikiText escapes; split into sentences; lower-case; collapse
+    white space; leave out sentences longer than ``max_len``; map characters seen fewer than
+    ``min_char_count`` times (in the kept sentences) to the placeholder.
+    """
+    sentences: list[str] = []
+    too_long = 0
+    for _source, _number, line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        if settings.drop_headings and text.startswith("=") and text.endswith("="):
+            continue
+        if settings.unescape_wikitext:
+            for escaped, plain in _WIKITEXT_ESCAPES:
+                text = text.replace(escaped, plain)
+        for sentence in split_into_sentences(text):
+            sentence = _SPACES.sub(" ", sentence).strip()
+            if settings.lowercase:
+                sentence = sentence.lower()
+            if not sentence:
+                continue
+            if len(sentence) > settings.max_len:
+                too_long += 1
+                continue
+            sentences.append(sentence)
+        if max_sentences is not None and len(sentences) >= max_sentences:
+            sentences = sentences[:max_sentences]
+            break
+    counts = Counter()
+    for sentence in sentences:
+        counts.update(sentence)
+    rare = {c for c, n in counts.items() if n < settings.min_char_count and not c.isspace()}
+    if rare:
+        table = str.maketrans({c: settings.placeholder for c in rare})
+        sentences = [s.translate(table) for s in sentences]
+    stats = {"sentences": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
+    return sentences, stats
+
+
+def split_into_sentences(paragraph: str) -> list[str]:
+    """Split after ``.``, ``!`` or ``?`` (and closing quotes/brackets) followed by white space, unless
+    the next word starts with a lower-case letter (``e.g. this`` stays one sentence)."""
+    sentences: list[str] = []
+    for piece in (p for p in _split_keep(paragraph) if p.strip()):
+        if sentences and piece[:1].islower():
+            sentences[-1] = f"{sentences[-1]} {piece}"
+        else:
+            sentences.append(piece)
+    return [s.strip() for s in sentences]
+
+
+def _split_keep(paragraph: str) -> list[str]:
+    """Split at sentence ends, keeping the punctuation and closing marks with the sentence."""
+    out, start = [], 0
+    for match in _SENTENCE_END.finditer(paragraph):
+        end = match.end()
+        out.append(paragraph[start:end].rstrip())
+        start = end
+    out.append(paragraph[start:])
+    return out
+
+
+def split_sentences(
+    sentences: list[str], valid_fraction: float, test_fraction: float, seed: int
+) -> tuple[list[str], list[str], list[str]]:
+    """A deterministic shuffle (seeded) cut into train/valid/test; the same seed gives the same split."""
+    order = list(range(len(sentences)))
+    random.Random(seed).shuffle(order)
+    n_valid = round(len(order) * valid_fraction)
+    n_test = round(len(order) * test_fraction)
+    if len(order) >= 3:
+        n_valid = max(n_valid, 1) if valid_fraction > 0 else 0
+        n_test = max(n_test, 1) if test_fraction > 0 else 0
+    valid = [sentences[i] for i in order[:n_valid]]
+    test = [sentences[i] for i in order[n_valid : n_valid + n_test]]
+    train = [sentences[i] for i in order[n_valid + n_test :]]
+    return train, valid, test
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[str, int, str]]:
+    """``(file, line_number, text)`` for every line of a UTF-8 text file or of every file in a folder.
+
+    Folders are read recursively in sorted order, skipping hidden files. ``.gz`` files are decompressed.
+    A file that is not UTF-8, or a line longer than ``MAX_LINE_CHARS``, is a ``DataError`` naming the
+    file and line.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataError(
+            f"{path}: no such file or folder; give a UTF-8 text file or a folder of them"
+        )
+    if path.is_dir():
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
+        if not files:
+            raise DataError(f"{path}: the folder has no files to read")
+    else:
+        files = [path]
+    for file in files:
+        yield from _read_file_lines(file)
+
+
+def _read_file_lines(file: Path) -> Iterator[tuple[str, int, str]]:
+    opener = gzip.open if file.suffix == ".gz" else open
+    try:
+        with opener(file, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                yield str(file), number, _decode_line(raw, file, number)
+    except (OSError, EOFError) as e:
+        raise DataError(f"{file}: cannot read ({e})") from None
+
+
+def _decode_line(raw: bytes, file: Path | str, number: int) -> str:
+    if len(raw) > MAX_LINE_CHARS * 4:
+        raise DataError(_long_line(file, number))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"{file}:{number}: not valid UTF-8 (byte {e.start + 1} of the line is 0x{raw[e.start]:02x}). "
+            "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`."
+        ) from None
+    if len(text) > MAX_LINE_CHARS:
+        raise DataError(_long_line(file, number))
+    return text.removeprefix("\ufeff") if number == 1 else text
+
+
+def _long_line(file: Path | str, number: int) -> str:
+    return (
+        f"{file}:{number}: line longer than {MAX_LINE_CHARS:,} characters; this does not look like "
+        "text split into lines. Put sentences or paragraphs on separate lines."
+    )
+
+
+def _source_lines(corpus: str | None) -> Iterator[tuple[str, int, str]]:
+    if corpus is None:
+        return _bundled_lines()
+    if corpus.startswith(HF_PREFIX):
+        return _hf_lines(corpus[len(HF_PREFIX) :])
+    return read_lines(corpus)
+
+
+def _bundled_lines() -> Iterator[tuple[str, int, str]]:
+    name = f"bundled:{BUNDLED_CORPUS}"
+    data = resources.files("segrl.data").joinpath("bundled", BUNDLED_CORPUS).read_bytes()
+    for number, raw in enumerate(gzip.decompress(data).splitlines(), start=1):
+        yield name, number, raw.decode("utf-8")
+
+
+def _hf_lines(name: str) -> Iterator[tuple[str, int, str]]:
+    """Lines of a Hugging Face ``wikitext`` configuration's train split (needs network or a warm cache)."""
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(
+            f"{HF_PREFIX}{name}: needs the optional 'datasets' package: pip install 'segrl[datasets]'"
+        ) from None
+    try:
+        rows = datasets.load_dataset("wikitext", name, split="train")
+    except Exception as e:  # datasets raises many types when offline
+        raise DataError(
+            f"{HF_PREFIX}{name}: could not load from Hugging Face ({type(e).__name__}: {e}). Offline, "
+            "download the raw text once elsewhere and pass the file with --corpus."
+        ) from None
+    for number, row in enumerate(rows, start=1):
+        yield f"{HF_PREFIX}{name}", number, row["text"]

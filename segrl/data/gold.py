@@ -1,0 +1,127 @@
+"""Gold segmentations: the Morpho Challenge and SIGMORPHON 2022 formats, surface segmentations only.
+
+Morpho Challenge: ``word<TAB>analysis, alternative, ...``; an analysis is space-separated morphs, each
+optionally labelled ``morph:label`` (``abandoned<TAB>abandon:abandon_V ed:+PAST``).
+
+SIGMORPHON 2022: ``word<TAB>morphs joined by " @@"[<TAB>category]`` (``players<TAB>play @@er @@s<TAB>110``);
+the sentence-level files (``sentence<TAB>morphs``, ``@@`` marking a word-internal morph) give one entry
+per word. Its segmentations are canonical (``subsidised -> subside @@y @@ise @@ed``): only analyses whose
+morphs concatenate back to the word are kept, since boundaries are only defined on the surface string.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from segrl.data.corpus import read_lines
+from segrl.errors import DataError
+
+BUNDLED_GOLD = "sigmorphon2022_eng_word_dev_surface.tsv.gz"
+_CATEGORY = re.compile(r"^[01]{3}$")
+
+
+@dataclass(frozen=True)
+class GoldWord:
+    """A word and its gold analyses (at least one; each a tuple of morphs concatenating to the word)."""
+
+    word: str
+    analyses: tuple[tuple[str, ...], ...]
+
+
+def read_gold(path: str | Path, lowercase: bool = True) -> list[GoldWord]:
+    """Read a gold file in either format (detected from its content); surface analyses only."""
+    lines = list(read_lines(path))
+    return _parse(lines, str(path), lowercase)
+
+
+def bundled_gold(lowercase: bool = True) -> list[GoldWord]:
+    """The bundled gold set: SIGMORPHON 2022 English word dev, surface rows (CC BY-SA 3.0)."""
+    data = resources.files("segrl.data").joinpath("bundled", BUNDLED_GOLD).read_bytes()
+    name = f"bundled:{BUNDLED_GOLD}"
+    lines = [
+        (name, n, raw.decode("utf-8"))
+        for n, raw in enumerate(gzip.decompress(data).splitlines(), start=1)
+    ]
+    return _parse(lines, name, lowercase)
+
+
+def load_gold(path: str | Path | None = None, max_words: int | None = None) -> list[GoldWord]:
+    """The gold set at ``path`` (the bundled one when None), optionally a deterministic sample."""
+    gold = read_gold(path) if path else bundled_gold()
+    if max_words is not None and max_words < len(gold):
+        gold = random.Random(0).sample(gold, max_words)
+    return gold
+
+
+def detect_format(lines: Sequence[tuple[str, int, str]]) -> str:
+    """``"sigmorphon"`` if any analysis uses ``@@`` or a 3-bit category column, else ``"morpho"``."""
+    for _file, _number, line in lines:
+        columns = line.rstrip("\r\n").split("\t")
+        if len(columns) >= 2 and "@@" in columns[1]:
+            return "sigmorphon"
+        if len(columns) == 3 and _CATEGORY.match(columns[2].strip()):
+            return "sigmorphon"
+    return "morpho"
+
+
+def _parse(lines: Sequence[tuple[str, int, str]], name: str, lowercase: bool) -> list[GoldWord]:
+    data = [(f, n, line) for f, n, line in lines if line.strip() and not line.startswith("#")]
+    if not data:
+        raise DataError(f"{name}: the gold file is empty")
+    fmt = detect_format(data)
+    parse_line = _sigmorphon_entries if fmt == "sigmorphon" else _morpho_entries
+    merged: dict[str, list[tuple[str, ...]]] = {}
+    for file, number, line in data:
+        columns = line.rstrip("\r\n").split("\t")
+        if len(columns) < 2 or len(columns) > 3 or not columns[0].strip():
+            raise DataError(
+                f"{file}:{number}: not a gold segmentation line (expected 'word<TAB>analysis' as in "
+                f"Morpho Challenge, or 'word<TAB>morph @@morph<TAB>category' as in SIGMORPHON 2022), "
+                f"got {line.strip()[:80]!r}"
+            )
+        for word, analysis in parse_line(columns):
+            if lowercase:
+                word, analysis = word.lower(), tuple(m.lower() for m in analysis)
+            if "".join(analysis) != word or not all(analysis):
+                continue  # canonical, not surface: boundaries undefined on the word
+            known = merged.setdefault(word, [])
+            if analysis not in known:
+                known.append(analysis)
+    if not merged:
+        raise DataError(
+            f"{name}: no surface segmentations found (read as {fmt} format): no analysis's morphs "
+            "concatenate back to its word. Check the file is a segmentation gold standard, not labels."
+        )
+    return [GoldWord(word, tuple(analyses)) for word, analyses in merged.items()]
+
+
+def _morpho_entries(columns: list[str]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    word = columns[0].strip()
+    for analysis in columns[1].split(","):
+        morphs = tuple(token.split(":", 1)[0] for token in analysis.split())
+        if morphs:
+            yield word, morphs
+
+
+def _sigmorphon_entries(columns: list[str]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    surface = columns[0].strip()
+    if " " not in surface:
+        yield surface, tuple(m.strip() for m in columns[1].split(" @@"))
+        return
+    # sentence level: a token starting with @@ continues the previous word
+    words: list[list[str]] = []
+    for token in columns[1].split():
+        if token.startswith("@@") and words:
+            words[-1].append(token[2:])
+        else:
+            words.append([token])
+    surface_words = surface.split()
+    if len(surface_words) == len(words):
+        for word, morphs in zip(surface_words, words, strict=True):
+            yield word, tuple(morphs)
