@@ -1,0 +1,213 @@
+"""The metrics every segmenter is measured with, whatever finds its units.
+
+- ``boundary_prf``: boundary precision/recall/F1 against gold, micro-averaged over boundaries; where a
+  word has alternative gold analyses, the one that matches the prediction best counts.
+- ``word_boundary_prf``: the same against word boundaries, for segmentations of text with spaces hidden.
+- ``segment_matching_prf``: the segment-matching P/R/F1 used for units read off attention maps (each
+  segment/word pair scored by the length of their longest common substring, a one-to-one Hungarian
+  matching, P = LCS/|segment|, R = LCS/|word| per matched pair, macro-averaged over pairs, then sentences).
+- ``bits_per_char`` and ``units_per_char``.
+
+``segmentation_metrics`` turns predictions into the dictionary of standard metric names that every
+segmenter logs, so one MLflow view compares them all.
+
+Conventions for empty counts: a ratio whose denominator is zero is 1.0 when its numerator's reference is
+also empty (nothing to find and nothing found) and 0.0 otherwise; F1 is 0.0 when P + R = 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from segrl.segmentation import boundaries_of
+
+# The standard metric names (MLflow keys); every segmenter logs those that apply to it.
+BOUNDARY_PRECISION = "boundary_precision"
+BOUNDARY_RECALL = "boundary_recall"
+BOUNDARY_F1 = "boundary_f1"
+UNITS_PER_CHAR = "units_per_char"
+WORD_BOUNDARY_F1 = "word_boundary_f1"
+SEGMENT_F1 = "segment_f1"
+BITS_PER_CHAR = "bits_per_char"
+GOLD_WORDS = "gold_words"
+
+COMPARE_COLUMNS = (
+    BOUNDARY_PRECISION,
+    BOUNDARY_RECALL,
+    BOUNDARY_F1,
+    UNITS_PER_CHAR,
+    WORD_BOUNDARY_F1,
+    SEGMENT_F1,
+    BITS_PER_CHAR,
+)
+"""Columns of ``segrl compare``, in order (a column shows only where some run logged it)."""
+
+
+@dataclass(frozen=True)
+class PRF:
+    """Precision, recall and F1, with the counts they came from (zero for macro averages)."""
+
+    precision: float
+    recall: float
+    f1: float
+    hits: int = 0
+    predicted: int = 0
+    gold: int = 0
+
+
+def prf_from_counts(hits: int, predicted: int, gold: int) -> PRF:
+    """Micro P/R/F1 from counts of correct, predicted and gold items."""
+    precision = hits / predicted if predicted else float(gold == 0)
+    recall = hits / gold if gold else float(predicted == 0)
+    return PRF(precision, recall, _f1(precision, recall), hits, predicted, gold)
+
+
+def boundary_prf(
+    predicted: Sequence[Sequence[str]], gold: Sequence[Sequence[Sequence[str]]]
+) -> PRF:
+    """Boundary P/R/F1 of predicted segmentations against gold analyses, micro over boundaries.
+
+    ``predicted[i]`` is a segmentation of item ``i`` and ``gold[i]`` its alternative gold analyses (each
+    a segmentation of the same string). Per item the alternative with the highest item-level F1 counts
+    (ties: more correct boundaries, then fewer gold boundaries).
+
+        >>> boundary_prf([["walk", "ed"]], [[["walk", "ed"]]]).f1
+        1.0
+    """
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold items")
+    hits = n_predicted = n_gold = 0
+    for segments, alternatives in zip(predicted, gold, strict=True):
+        text = "".join(segments)
+        pred = boundaries_of(segments)
+        best = None
+        for analysis in alternatives:
+            if "".join(analysis) != text:
+                raise ValueError(
+                    f"prediction {list(segments)} and gold {list(analysis)} differ in text"
+                )
+            ref = boundaries_of(analysis)
+            item_hits = len(pred & ref)
+            key = (prf_from_counts(item_hits, len(pred), len(ref)).f1, item_hits, -len(ref))
+            if best is None or key > best[0]:
+                best = (key, item_hits, len(ref))
+        if best is None:
+            raise ValueError(f"no gold analysis for {text!r}")
+        hits += best[1]
+        n_predicted += len(pred)
+        n_gold += best[2]
+    return prf_from_counts(hits, n_predicted, n_gold)
+
+
+def word_boundary_prf(predicted: Sequence[Sequence[str]], sentences: Sequence[str]) -> PRF:
+    """Boundary P/R/F1 against the word boundaries of ``sentences``, for segmentations of the sentences
+    with their spaces removed (word discovery)."""
+    return boundary_prf(predicted, [[sentence.split()] for sentence in sentences])
+
+
+def longest_common_substring(a: str, b: str) -> int:
+    """Length of the longest common (contiguous) substring of ``a`` and ``b``."""
+    if not a or not b:
+        return 0
+    best = 0
+    previous = [0] * (len(b) + 1)
+    for ca in a:
+        current = [0] * (len(b) + 1)
+        for j, cb in enumerate(b, start=1):
+            if ca == cb:
+                current[j] = previous[j - 1] + 1
+                best = max(best, current[j])
+        previous = current
+    return best
+
+
+def segment_matching_prf(
+    predicted: Sequence[Sequence[str]], gold_words: Sequence[Sequence[str]]
+) -> PRF:
+    """Segment-matching P/R/F1 (macro): per sentence, Hungarian matching of predicted segments to gold
+    words maximising total longest-common-substring length; per matched pair P = LCS/|segment| and
+    R = LCS/|word|; averaged over pairs within a sentence, then over sentences. Unmatched segments or
+    words do not enter the averages (as in the NVIB papers); sentences with no segments or no words are
+    skipped."""
+    if len(predicted) != len(gold_words):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold_words)} gold sentences")
+    sums = np.zeros(3)
+    n_sentences = 0
+    for segments, words in zip(predicted, gold_words, strict=True):
+        segments = [s for s in segments if s]
+        if not segments or not words:
+            continue
+        overlap = np.array([[longest_common_substring(s, w) for w in words] for s in segments])
+        rows, cols = linear_sum_assignment(overlap, maximize=True)
+        pairs = np.zeros(3)
+        for r, c in zip(rows, cols, strict=True):
+            p = overlap[r, c] / len(segments[r])
+            q = overlap[r, c] / len(words[c])
+            pairs += (p, q, _f1(p, q))
+        sums += pairs / len(rows)
+        n_sentences += 1
+    if not n_sentences:
+        return PRF(0.0, 0.0, 0.0)
+    precision, recall, f1 = (sums / n_sentences).tolist()
+    return PRF(precision, recall, f1)
+
+
+def bits_per_char(nll_nats: float, n_chars: int) -> float:
+    """Negative log-likelihood in nats, summed over ``n_chars`` characters, as bits per character."""
+    if n_chars <= 0:
+        raise ValueError("bits per character needs at least one character")
+    return nll_nats / (n_chars * math.log(2))
+
+
+def units_per_char(segmentations: Sequence[Sequence[str]]) -> float:
+    """Units per character: segments that are not pure white space, over non-space characters.
+
+    1.0 for a segmentation into characters; about 1/5 for English words.
+    """
+    units = sum(1 for segments in segmentations for s in segments if s.strip())
+    chars = sum(1 for segments in segmentations for s in segments for c in s if not c.isspace())
+    return units / chars if chars else 0.0
+
+
+def segmentation_metrics(
+    gold_predictions: Sequence[Sequence[str]],
+    gold: Sequence,
+    text_predictions: Sequence[Sequence[str]] | None = None,
+) -> dict[str, float]:
+    """The standard metrics of a segmenter: boundary P/R/F1 of its segmentations of the gold words
+    (``gold`` is a sequence of ``GoldWord``), and units per character of its segmentation of running
+    text (``text_predictions``; the gold words when not given)."""
+    prf = boundary_prf(gold_predictions, [g.analyses for g in gold])
+    units = units_per_char(text_predictions if text_predictions is not None else gold_predictions)
+    return {
+        BOUNDARY_PRECISION: prf.precision,
+        BOUNDARY_RECALL: prf.recall,
+        BOUNDARY_F1: prf.f1,
+        UNITS_PER_CHAR: units,
+        GOLD_WORDS: float(len(gold)),
+    }
+
+
+def evaluate_word_segmenter(
+    segment_words: Callable[[list[str]], list[list[str]]],
+    gold: Sequence,
+    sentences: Sequence[str] = (),
+) -> dict[str, float]:
+    """``segmentation_metrics`` of a segmenter that segments words (spaces are known boundaries):
+    ``segment_words`` maps a batch of words to their segmentations; units per character are measured
+    on the words of ``sentences`` (held-out corpus text) when given."""
+    gold_predictions = segment_words([g.word for g in gold])
+    text_predictions = None
+    if sentences:
+        words = [w for sentence in sentences for w in sentence.split()]
+        text_predictions = segment_words(words)
+    return segmentation_metrics(gold_predictions, gold, text_predictions)
+
+
+def _f1(precision: float, recall: float) -> float:
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0

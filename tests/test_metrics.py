@@ -1,0 +1,124 @@
+import math
+
+import pytest
+
+from segrl.data.gold import GoldWord
+from segrl.metrics import (
+    BOUNDARY_F1,
+    BOUNDARY_PRECISION,
+    BOUNDARY_RECALL,
+    UNITS_PER_CHAR,
+    bits_per_char,
+    boundary_prf,
+    longest_common_substring,
+    prf_from_counts,
+    segment_matching_prf,
+    segmentation_metrics,
+    units_per_char,
+    word_boundary_prf,
+)
+
+
+def test_boundary_prf_is_micro_over_boundaries():
+    predicted = [["walk", "ed"], ["un", "happi", "ness"]]
+    gold = [[["walk", "ed"]], [["un", "happiness"]]]
+    prf = boundary_prf(predicted, gold)
+    # hits 1 + 1, predicted 1 + 2, gold 1 + 1
+    assert (prf.hits, prf.predicted, prf.gold) == (2, 3, 2)
+    assert prf.precision == pytest.approx(2 / 3)
+    assert prf.recall == pytest.approx(1.0)
+    assert prf.f1 == pytest.approx(0.8)
+
+
+def test_boundary_prf_takes_best_matching_alternative():
+    # "abcdef": alternatives ab|cd|ef and abc|def; predicting abc|def matches the second exactly
+    gold = [[["ab", "cd", "ef"], ["abc", "def"]]]
+    prf = boundary_prf([["abc", "def"]], gold)
+    assert (prf.hits, prf.predicted, prf.gold) == (1, 1, 1)
+    assert prf.f1 == 1.0
+    # predicting nothing: the unsegmented alternative, when there is one, is the best match
+    prf = boundary_prf([["played"]], [[["play", "ed"], ["played"]]])
+    assert (prf.hits, prf.predicted, prf.gold) == (0, 0, 0)
+    assert prf.f1 == 1.0
+
+
+def test_boundary_prf_empty_segmentations():
+    # nothing predicted where gold has boundaries: all zero
+    prf = boundary_prf([["walked"]], [[["walk", "ed"]]])
+    assert (prf.precision, prf.recall, prf.f1) == (0.0, 0.0, 0.0)
+    # nothing predicted, nothing in gold: perfect
+    prf = boundary_prf([["cat"]], [[["cat"]]])
+    assert (prf.precision, prf.recall, prf.f1) == (1.0, 1.0, 1.0)
+    # spurious boundaries on a word gold leaves whole
+    prf = boundary_prf([["c", "at"]], [[["cat"]]])
+    assert (prf.precision, prf.recall, prf.f1) == (0.0, 0.0, 0.0)
+    assert boundary_prf([], []).f1 == 1.0
+
+
+def test_boundary_prf_rejects_mismatched_text():
+    with pytest.raises(ValueError, match="differ in text"):
+        boundary_prf([["walk", "s"]], [[["walk", "ed"]]])
+    with pytest.raises(ValueError):
+        boundary_prf([["a"]], [])
+
+
+def test_prf_from_counts():
+    prf = prf_from_counts(3, 4, 6)
+    assert prf.precision == 0.75 and prf.recall == 0.5
+    assert prf.f1 == pytest.approx(0.6)
+
+
+def test_word_boundary_prf():
+    sentences = ["the cats sat"]
+    assert word_boundary_prf([["the", "cats", "sat"]], sentences).f1 == 1.0
+    prf = word_boundary_prf([["the", "cat", "s", "sat"]], sentences)
+    assert prf.precision == pytest.approx(2 / 3) and prf.recall == 1.0
+
+
+def test_longest_common_substring():
+    assert longest_common_substring("abcde", "xbcdy") == 3
+    assert longest_common_substring("", "a") == 0
+    assert longest_common_substring("cats", "cats") == 4
+    assert longest_common_substring("ab", "cd") == 0
+
+
+def test_segment_matching_prf_hand_computed():
+    predicted = [["th", "ecats"], ["ab"]]
+    words = [["the", "cats"], ["a", "b"]]
+    prf = segment_matching_prf(predicted, words)
+    # sentence 1: th~the (P 1, R 2/3, F 0.8), ecats~cats (P 0.8, R 1, F 8/9)
+    # sentence 2: ab matched to one word (P 1/2, R 1, F 2/3); the other word is unmatched
+    s1 = (0.9, (2 / 3 + 1) / 2, (0.8 + 8 / 9) / 2)
+    s2 = (0.5, 1.0, 2 / 3)
+    assert prf.precision == pytest.approx((s1[0] + s2[0]) / 2)
+    assert prf.recall == pytest.approx((s1[1] + s2[1]) / 2)
+    assert prf.f1 == pytest.approx((s1[2] + s2[2]) / 2)
+
+
+def test_segment_matching_uses_one_to_one_assignment():
+    # greedy would pair "abcd" with "abcde" and leave "cde" a poor match; Hungarian maximises the total
+    prf = segment_matching_prf([["abcde", "xy"]], [["abcd", "xy"]])
+    assert prf.precision == pytest.approx((4 / 5 + 1) / 2)
+    assert prf.recall == pytest.approx(1.0)
+    assert segment_matching_prf([[]], [["a"]]).f1 == 0.0
+
+
+def test_bits_per_char():
+    assert bits_per_char(2 * math.log(2) * 5, 5) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        bits_per_char(1.0, 0)
+
+
+def test_units_per_char_ignores_spaces():
+    assert units_per_char([["the"], [" "], ["cat", "s"]]) == pytest.approx(3 / 7)
+    assert units_per_char([list("abc")]) == 1.0
+    assert units_per_char([]) == 0.0
+
+
+def test_segmentation_metrics_names_and_values():
+    gold = [GoldWord("walked", (("walk", "ed"),)), GoldWord("cat", (("cat",),))]
+    metrics = segmentation_metrics([["walk", "ed"], ["c", "at"]], gold)
+    assert metrics[BOUNDARY_PRECISION] == 0.5
+    assert metrics[BOUNDARY_RECALL] == 1.0
+    assert metrics[BOUNDARY_F1] == pytest.approx(2 / 3)
+    assert metrics[UNITS_PER_CHAR] == pytest.approx(4 / 9)
