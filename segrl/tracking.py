@@ -1,0 +1,293 @@
+"""MLflow set-up and logging helpers; the only module that imports mlflow.
+
+The store is ``MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<cwd>/mlflow.db`` with artifacts in
+``<cwd>/mlruns``. ``start_run`` checks the store is reachable before anything trains, logs the run's
+full config (as params and as ``config.toml``), and marks the run FAILED if the job raises.
+
+Runs of anything that finds units are tagged ``segrl.segmenter=<name>`` and log the standard metric
+names of ``segrl.metrics``; ``segmenter_runs`` reads them back for ``segrl compare``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import is_dataclass
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+
+import mlflow
+from segrl.config import flatten_config, save_config
+from segrl.errors import TrackingError
+from segrl.metrics import COMPARE_COLUMNS
+
+SEGMENTER_TAG = "segrl.segmenter"
+KIND_TAG = "segrl.kind"
+"""What produced a segmenter run: ``baseline``, ``agent``, ``units``."""
+DEFAULT_EXPERIMENT = "segrl"
+REACH_TIMEOUT_S = 5.0
+_project_run_id: str | None = None
+
+for _name in ("mlflow", "alembic"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+
+def tracking_uri() -> str:
+    """The store in use: ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///<cwd>/mlflow.db``."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    return uri or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def ensure_reachable(uri: str | None = None) -> str:
+    """Raise ``TrackingError`` unless the store at ``uri`` answers; returns the uri.
+
+    HTTP servers get one quick health request (MLflow's own client would retry for minutes); a
+    sqlite store must be a database file, or creatable, in a writable folder.
+    """
+    uri = uri or tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        url = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=REACH_TIMEOUT_S) as response:
+                if response.status != 200:
+                    raise TrackingError(
+                        f"tracking server {uri} answered {response.status} to {url}"
+                    )
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            raise TrackingError(
+                f"cannot reach the MLflow tracking server at {uri} ({_reason(e)}). Start it, fix "
+                "MLFLOW_TRACKING_URI, or unset MLFLOW_TRACKING_URI to log to ./mlflow.db."
+            ) from None
+    elif uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        folder = db.parent if db.parent != Path("") else Path.cwd()
+        if not folder.is_dir():
+            raise TrackingError(f"tracking store {uri}: folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise TrackingError(f"tracking store {uri}: folder {folder} is not writable")
+        if db.exists():
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                    conn.execute("select name from sqlite_master limit 1").fetchall()
+            except sqlite3.DatabaseError as e:
+                raise TrackingError(
+                    f"tracking store {db} is not a readable sqlite database ({e}); move it aside "
+                    "or point MLFLOW_TRACKING_URI elsewhere"
+                ) from None
+    return uri
+
+
+@contextlib.contextmanager
+def start_run(
+    config: Any,
+    experiment: str = DEFAULT_EXPERIMENT,
+    run_name: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> Iterator[mlflow.ActiveRun]:
+    """Start an MLflow run that logs ``config`` (a config dataclass or a flat dict).
+
+    Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) every run becomes a child of the project's run, in
+    its experiment, so a job that trains several segmenters logs one child run for each.
+    """
+    uri = ensure_reachable()
+    mlflow.set_tracking_uri(uri)
+    parent = project_run_id()
+    try:
+        if parent:
+            parent_experiment = MlflowClient(uri).get_run(parent).info.experiment_id
+            mlflow.set_experiment(experiment_id=parent_experiment)
+        else:
+            mlflow.set_experiment(experiment)
+        run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}), parent_run_id=parent)
+    except mlflow.exceptions.MlflowException as e:
+        raise TrackingError(f"tracking store {uri}: cannot start a run ({e})") from None
+    with run:
+        params = flatten_config(config) if is_dataclass(config) else dict(config)
+        log_params(params)
+        if is_dataclass(config):
+            with tempfile.TemporaryDirectory() as tmp:
+                mlflow.log_artifact(str(save_config(config, Path(tmp) / "config.toml")))
+        yield run
+
+
+def project_run_id() -> str | None:
+    """The run ``mlflow run`` started for this process (from ``MLFLOW_RUN_ID``), if any.
+
+    The variable is taken out of the environment: MLflow would otherwise resume that run instead of
+    starting a child.
+    """
+    global _project_run_id
+    run_id = os.environ.pop("MLFLOW_RUN_ID", None)
+    if run_id:
+        _project_run_id = run_id
+    return _project_run_id
+
+
+def log_params(params: Mapping[str, Any]) -> None:
+    """Log params (None shown as ``None``; long values truncated to MLflow's limit)."""
+    items = {k: str(v)[:6000] for k, v in params.items()}
+    keys = list(items)
+    for i in range(0, len(keys), 100):
+        mlflow.log_params({k: items[k] for k in keys[i : i + 100]})
+
+
+def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
+    """Log numeric metrics at ``step`` (non-finite values are logged as they are)."""
+    mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
+
+
+def set_tags(tags: Mapping[str, str]) -> None:
+    mlflow.set_tags(dict(tags))
+
+
+def log_text(text: str, artifact_file: str) -> None:
+    mlflow.log_text(text, artifact_file)
+
+
+def log_dict(data: Mapping[str, Any], artifact_file: str) -> None:
+    mlflow.log_dict(dict(data), artifact_file)
+
+
+def log_table(rows: Sequence[Mapping[str, Any]], artifact_file: str) -> None:
+    """Log rows (dicts with the same keys) as an MLflow table artifact (``.json``), viewable in the UI."""
+    columns = list(rows[0]) if rows else []
+    mlflow.log_table({c: [row.get(c) for row in rows] for c in columns}, artifact_file)
+
+
+def log_figure(figure: Any, artifact_file: str) -> None:
+    """Log a matplotlib figure as an image and close it."""
+    import matplotlib.pyplot as plt
+
+    mlflow.log_figure(figure, artifact_file)
+    plt.close(figure)
+
+
+def log_artifact(path: str | Path, artifact_path: str | None = None) -> None:
+    """Log a file or folder (checkpoints, saved models)."""
+    path = Path(path)
+    if path.is_dir():
+        mlflow.log_artifacts(str(path), artifact_path)
+    else:
+        mlflow.log_artifact(str(path), artifact_path)
+
+
+def log_segmenter(name: str, kind: str, metrics: Mapping[str, float], samples: str = "") -> None:
+    """Register the active run as a segmenter for ``segrl compare``: its tag, its standard metrics
+    (from ``segrl.metrics``) and sample segmentations as text."""
+    set_tags({SEGMENTER_TAG: name, KIND_TAG: kind})
+    log_metrics(metrics)
+    if samples:
+        log_text(samples, "samples.txt")
+
+
+def active_run_id() -> str | None:
+    run = mlflow.active_run()
+    return run.info.run_id if run else None
+
+
+def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = True) -> list[dict]:
+    """Finished segmenter runs of ``experiment``, newest first: one dict per run with ``segmenter``,
+    ``kind``, ``run_name``, ``run_id``, ``start_time`` and every metric of ``COMPARE_COLUMNS`` it
+    logged. With ``latest_only`` only each segmenter's newest run is kept."""
+    uri = ensure_reachable()
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise TrackingError(
+            f"no experiment named {experiment!r} in {uri}; run `segrl baseline` first, or pass "
+            "--experiment (and check MLFLOW_TRACKING_URI and the folder you run in)"
+        )
+    rows: list[dict] = []
+    seen: set[str] = set()
+    runs = client.search_runs(
+        [exp.experiment_id],
+        filter_string="attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=10_000,
+    )
+    for run in runs:
+        name = run.data.tags.get(SEGMENTER_TAG)
+        if not name or (latest_only and name in seen):
+            continue
+        seen.add(name)
+        metrics = {k: run.data.metrics[k] for k in COMPARE_COLUMNS if k in run.data.metrics}
+        rows.append(
+            {
+                "segmenter": name,
+                "kind": run.data.tags.get(KIND_TAG, ""),
+                "run_name": run.info.run_name,
+                "run_id": run.info.run_id,
+                "start_time": run.info.start_time,
+                **metrics,
+            }
+        )
+    return rows
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """A plain-text table; floats with 3 decimals, missing values as ``-``."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.3f}"
+        return str(value)
+
+    table = [list(columns)] + [[cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
+    lines = [
+        "  ".join(
+            v.ljust(w) if i == 0 else v.rjust(w)
+            for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in table
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def ui_command(host: str = "127.0.0.1", port: int = 5000, uri: str | None = None) -> list[str]:
+    """The command that serves the MLflow UI on the same store as ``segrl``'s runs."""
+    uri = uri or tracking_uri()
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+
+
+def run_ui(host: str = "127.0.0.1", port: int = 5000) -> int:
+    """Serve the MLflow UI until interrupted (the same store ``segrl`` logs to)."""
+    uri = tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        print(f"MLFLOW_TRACKING_URI points at a server already: open {uri} in a browser.")
+        return 0
+    ensure_reachable(uri)
+    print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C stops it)", flush=True)
+    try:
+        return subprocess.call(ui_command(host, port, uri))
+    except KeyboardInterrupt:
+        return 0
+
+
+def _reason(error: BaseException) -> str:
+    reason = getattr(error, "reason", None)
+    return str(reason or error)

@@ -1,0 +1,134 @@
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import mlflow
+from segrl import tracking
+from segrl.config import BaselineConfig
+from segrl.errors import TrackingError
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_default_store_is_sqlite_in_the_working_folder(mlflow_store):
+    assert tracking.tracking_uri() == f"sqlite:///{mlflow_store / 'mlflow.db'}"
+    with tracking.start_run(BaselineConfig(), "exp", "r1") as run:
+        tracking.log_metrics({"loss": 1.5}, step=3)
+    assert (mlflow_store / "mlflow.db").exists()
+    assert (mlflow_store / "mlruns").is_dir()
+    client = MlflowClient(tracking.tracking_uri())
+    logged = client.get_run(run.info.run_id)
+    assert logged.data.params["data.max_len"] == "128"
+    assert logged.data.params["method"] == "morfessor"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [3]
+    assert "config.toml" in [a.path for a in client.list_artifacts(run.info.run_id)]
+
+
+def test_segmenter_runs_for_compare(mlflow_store):
+    for f1 in (0.2, 0.4):
+        with tracking.start_run({"x": 1}, "exp", "m"):
+            tracking.log_segmenter("morfessor", "baseline", {"boundary_f1": f1}, "un-expect-ed\n")
+    with tracking.start_run({"x": 1}, "exp", "c"):
+        tracking.log_segmenter("characters", "baseline", {"boundary_f1": 0.1})
+    with tracking.start_run({"x": 1}, "exp", "not a segmenter"):
+        tracking.log_metrics({"boundary_f1": 0.9})
+    latest = tracking.segmenter_runs("exp")
+    assert [(r["segmenter"], r["boundary_f1"]) for r in latest] == [
+        ("characters", 0.1),
+        ("morfessor", 0.4),
+    ]
+    assert len(tracking.segmenter_runs("exp", latest_only=False)) == 3
+    with pytest.raises(TrackingError, match="no experiment named 'other'"):
+        tracking.segmenter_runs("other")
+
+
+def test_failed_run_is_marked_and_left_out_of_compare(mlflow_store):
+    with pytest.raises(RuntimeError), tracking.start_run({"x": 1}, "exp", "boom"):
+        tracking.log_segmenter("bpe", "baseline", {"boundary_f1": 0.3})
+        raise RuntimeError("training diverged")
+    runs = MlflowClient(tracking.tracking_uri()).search_runs(
+        [mlflow.get_experiment_by_name("exp").experiment_id]
+    )
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert tracking.segmenter_runs("exp") == []
+
+
+def test_unreachable_server_fails_before_the_job_starts(mlflow_store, monkeypatch):
+    uri = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    started = time.monotonic()
+    ran = []
+    message = f"cannot reach the MLflow tracking server at {uri}"
+    with pytest.raises(TrackingError, match=message), tracking.start_run({"x": 1}, "exp"):
+        ran.append(True)
+    assert not ran
+    assert time.monotonic() - started < 30  # no minutes of retries
+
+
+def test_broken_sqlite_store_is_a_clear_error(mlflow_store):
+    (mlflow_store / "mlflow.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(TrackingError, match="not a readable sqlite database"):
+        tracking.ensure_reachable()
+
+
+def test_format_table():
+    text = tracking.format_table(
+        [{"name": "bpe", "f1": 0.25}, {"name": "morfessor"}], ["name", "f1"]
+    )
+    lines = text.splitlines()
+    assert lines[0].split() == ["name", "f1"]
+    assert lines[2].split() == ["bpe", "0.250"]
+    assert lines[3].split() == ["morfessor", "-"]
+
+
+@pytest.mark.slow
+def test_ui_serves_the_logged_run_over_rest(mlflow_store):
+    with tracking.start_run({"x": 1}, "exp", "for-ui") as run:
+        tracking.log_segmenter("unigram", "baseline", {"boundary_f1": 0.375}, "sample\n")
+    port = closed_port()
+    process = subprocess.Popen(
+        tracking.ui_command("127.0.0.1", port),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert process.poll() is None, "the MLflow UI exited"
+            assert time.monotonic() < deadline, "the MLflow UI did not start in 120 s"
+            time.sleep(0.5)
+        with urllib.request.urlopen(
+            f"{base}/api/2.0/mlflow/runs/get?run_id={run.info.run_id}"
+        ) as r:
+            data = json.load(r)["run"]
+        metrics = {m["key"]: m["value"] for m in data["data"]["metrics"]}
+        tags = {t["key"]: t["value"] for t in data["data"]["tags"]}
+        assert metrics["boundary_f1"] == 0.375
+        assert tags[tracking.SEGMENTER_TAG] == "unigram"
+        with urllib.request.urlopen(
+            f"{base}/api/2.0/mlflow/artifacts/list?run_id={run.info.run_id}"
+        ) as r:
+            files = [f["path"] for f in json.load(r)["files"]]
+        assert "samples.txt" in files
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
