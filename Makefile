@@ -1,0 +1,50 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   creates .venv, installs segrl with everything it needs, runs the main job
+#   make test   the same install, then the whole test suite (slow tests included)
+
+VENV      := .venv
+PYTHON    := $(VENV)/bin/python
+PIP       := $(PYTHON) -m pip --disable-pip-version-check
+STAMP     := $(VENV)/.segrl-installed
+# The CPU build of PyTorch is installed first; pyproject's range keeps pip from replacing it.
+TORCH     ?= torch==2.13.0
+# Runtime caches (trained Morfessor models) stay inside the checkout.
+export SEGRL_CACHE_DIR ?= $(CURDIR)/.cache/segrl
+
+.PHONY: install demo test test-fast lint format ui clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip "setuptools>=77" wheel
+	$(PIP) install --quiet "$(TORCH)"
+	@# youtokentome is source-only and needs Cython at build time: the optional yttm-bpe backend.
+	$(PIP) install --quiet Cython
+	$(PIP) install --quiet --no-build-isolation "youtokentome>=1.0.6,<1.1" \
+		|| echo "warning: youtokentome did not build; the yttm-bpe segmenter will be unavailable"
+	$(PIP) install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/segrl baseline --method all
+
+test: $(STAMP)
+	$(PYTHON) -m pytest
+
+test-fast: $(STAMP)
+	$(PYTHON) -m pytest -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+ui: $(STAMP)
+	$(VENV)/bin/segrl ui
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

@@ -1,0 +1,139 @@
+"""The one small interface of the classic segmenters: ``train(corpus)``, ``segment(word)``,
+``save(path)`` and ``load(path)``, as Morfessor's own model objects have.
+
+Segmenters segment words: spaces are known word boundaries (as in the study). Characters the
+segmenter did not see in training are mapped to the corpus placeholder before the backend sees them and
+restored afterwards, so ``"".join(segment(w)) == w`` always holds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from segrl.data.corpus import PLACEHOLDER, Corpus
+from segrl.errors import ModelError
+
+META_FILE = "segmenter.json"
+
+
+class Segmenter(ABC):
+    """A classic segmenter. Subclasses implement ``_train``, ``_segment`` and, when they have a model
+    file, ``_save_files``/``_load_files``."""
+
+    method: ClassVar[str]
+
+    def __init__(self, **options: Any):
+        self.options = options
+        self.alphabet: frozenset[str] = frozenset()
+        self.placeholder = PLACEHOLDER
+        self.trained = False
+
+    # --- public interface -------------------------------------------------------------------------
+    def train(self, corpus: Corpus) -> Segmenter:
+        """Train on the corpus's training split; returns self."""
+        self.alphabet = frozenset(corpus.vocab.symbols[3:])
+        self.placeholder = corpus.vocab.placeholder
+        self._train(corpus)
+        self.trained = True
+        return self
+
+    def segment(self, word: str) -> list[str]:
+        """Segments of one word (no spaces); they concatenate back to ``word``."""
+        if not self.trained:
+            raise ModelError(f"the {self.method} segmenter is not trained: call train() or load()")
+        if not word:
+            return []
+        known = "".join(c if c in self.alphabet else self.placeholder for c in word)
+        pieces = self._segment(known)
+        lengths = [len(p) for p in pieces if p]
+        if sum(lengths) != len(word):
+            raise ModelError(f"{self.method} returned pieces {pieces} that do not spell {known!r}")
+        out, start = [], 0
+        for n in lengths:
+            out.append(word[start : start + n])
+            start += n
+        return out
+
+    def segment_words(self, words: list[str]) -> list[list[str]]:
+        """Segment a batch of words."""
+        return [self.segment(w) for w in words]
+
+    def segment_sentence(self, sentence: str) -> list[list[str]]:
+        """Segment each space-separated word of a sentence."""
+        return self.segment_words(sentence.split())
+
+    def save(self, path: str | Path) -> Path:
+        """Save to the folder ``path``, atomically: an interrupted save leaves any earlier model intact."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            self._save_files(tmp)
+            meta = {
+                "method": self.method,
+                "options": self.options,
+                "alphabet": sorted(self.alphabet),
+                "placeholder": self.placeholder,
+            }
+            (tmp / META_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+            if path.exists():
+                old = path.with_name(f".{path.name}.old")
+                shutil.rmtree(old, ignore_errors=True)
+                path.rename(old)
+                tmp.rename(path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Segmenter:
+        """Load a segmenter saved by ``save`` (of this class, or of any class when called on ``Segmenter``)."""
+        from segrl.baselines.registry import segmenter_class
+
+        path = Path(path)
+        try:
+            meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+            method = meta["method"]
+        except FileNotFoundError:
+            raise ModelError(f"{path}: no saved segmenter here ({META_FILE} missing)") from None
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ModelError(
+                f"{path / META_FILE}: not a segrl segmenter description ({e})"
+            ) from None
+        klass = segmenter_class(method)
+        if cls is not Segmenter and not issubclass(klass, cls):
+            raise ModelError(f"{path}: holds a {method} segmenter, not a {cls.method} one")
+        segmenter = klass(**meta.get("options", {}))
+        segmenter.alphabet = frozenset(meta.get("alphabet", []))
+        segmenter.placeholder = meta.get("placeholder", PLACEHOLDER)
+        segmenter._load_files(path)
+        segmenter.trained = True
+        return segmenter
+
+    # --- for subclasses ----------------------------------------------------------------------------
+    @abstractmethod
+    def _train(self, corpus: Corpus) -> None: ...
+
+    @abstractmethod
+    def _segment(self, word: str) -> list[str]:
+        """Pieces of ``word``, whose characters are all in the alphabet; they must spell it."""
+
+    def _save_files(self, folder: Path) -> None:  # noqa: B027 - models without files save nothing
+        pass
+
+    def _load_files(self, folder: Path) -> None:  # noqa: B027
+        pass
+
+
+def strip_word_marker(pieces: list[str], marker: str = "\u2581") -> list[str]:
+    """Drop the word-start marker that SentencePiece and youtokentome put on a word's first piece."""
+    out = [p.replace(marker, "") for p in pieces]
+    return [p for p in out if p]

@@ -1,0 +1,61 @@
+"""``segrl baseline``: train a classic segmenter on the corpus, score it against the gold set with
+``segrl.metrics``, and log everything to MLflow."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from segrl import tracking
+from segrl.baselines.base import Segmenter
+from segrl.baselines.morfessor import MorfessorSegmenter
+from segrl.baselines.registry import segmenter_class
+from segrl.config import BaselineConfig
+from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.metrics import evaluate_word_segmenter
+from segrl.segmentation import render
+
+N_SAMPLES = 25
+
+
+def make_segmenter(config: BaselineConfig) -> Segmenter:
+    """The untrained segmenter that ``config.method`` names, with the options that apply to it."""
+    cls = segmenter_class(config.method)
+    if issubclass(cls, MorfessorSegmenter):
+        return cls(cache_dir=config.cache_dir, seed=config.data.seed)
+    if config.method in ("bpe", "unigram", "yttm-bpe"):
+        return cls(vocab_size=config.vocab_size)
+    return cls()
+
+
+def sample_segmentations(segmenter: Segmenter, sentences: list[str], n: int = N_SAMPLES) -> str:
+    """The first ``n`` sentences, segmented, one per line (segments joined by ``-``)."""
+    return "\n".join(render(segmenter.segment_sentence(s)) for s in sentences[:n]) + "\n"
+
+
+def run_baseline(
+    config: BaselineConfig, corpus: Corpus | None = None, gold: list[GoldWord] | None = None
+) -> dict[str, float]:
+    """Train, score and log one segmenter; returns its metrics.
+
+    The corpus and gold set are read (and checked) before the MLflow run starts, so a bad input never
+    leaves a half-logged run behind.
+    """
+    corpus = corpus or load_corpus(config.data)
+    gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+    segmenter = make_segmenter(config)
+    run_name = config.tracking.run_name or config.method
+    with tracking.start_run(config, config.tracking.experiment, run_name):
+        tracking.log_dict(corpus.settings, "corpus.json")
+        started = time.perf_counter()
+        segmenter.train(corpus)
+        train_seconds = time.perf_counter() - started
+        metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
+        metrics["train_seconds"] = train_seconds
+        tracking.log_segmenter(
+            config.method, "baseline", metrics, sample_segmentations(segmenter, corpus.test)
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            tracking.log_artifact(segmenter.save(Path(tmp) / "segmenter"), "segmenter")
+    return metrics

@@ -1,0 +1,51 @@
+"""The ``segrl`` command. Thin: parses arguments, builds a config, calls library functions.
+
+Each subcommand group lives in its own module with a ``register(subparsers)`` function; a user error
+(``SegrlError``) is printed as one line on stderr with a non-zero exit code, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from segrl import __version__
+from segrl.errors import SegrlError
+
+COMMAND_MODULES = (
+    "segrl.cli.data",
+    "segrl.cli.baseline",
+    "segrl.cli.tracking",
+)
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="segrl",
+        description="Discover meaning-bearing units (morphemes, words) in raw character text.",
+    )
+    parser.add_argument("--version", action="version", version=f"segrl {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except SegrlError as e:
+        print(f"segrl: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("segrl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""``segrl baseline`` and ``segrl compare``."""
+
+from __future__ import annotations
+
+import argparse
+
+from segrl.cli.common import (
+    add_config_arg,
+    add_data_args,
+    add_gold_args,
+    add_tracking_args,
+    config_from_args,
+    where_to_look,
+)
+
+ALL = "all"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "baseline",
+        help="train a classic segmenter, score it against the gold set, log it to MLflow",
+        description="Train a classic segmenter (Morfessor, SentencePiece BPE/unigram, youtokentome "
+        "BPE, characters, words) on the corpus, score it against the gold segmentation, log it "
+        "to MLflow and print its metrics. --method all runs every one and prints the comparison.",
+    )
+    parser.add_argument(
+        "--method",
+        dest="method",
+        metavar="NAME",
+        help="morfessor, bpe, unigram, yttm-bpe, characters, words, or all (default: morfessor)",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        dest="vocab_size",
+        type=int,
+        metavar="N",
+        help="vocabulary of bpe/unigram/yttm-bpe (default 5000)",
+    )
+    add_config_arg(parser)
+    add_data_args(parser)
+    add_gold_args(parser)
+    add_tracking_args(parser)
+    parser.set_defaults(func=run_baseline_command)
+
+    compare = subparsers.add_parser(
+        "compare",
+        help="one table of every segmenter in an MLflow experiment",
+        description="Print one table of the segmenters logged to an MLflow experiment (each "
+        "segmenter's latest finished run), with the same metric columns for all.",
+    )
+    compare.add_argument("--experiment", default="segrl", metavar="NAME")
+    compare.add_argument(
+        "--all-runs", action="store_true", help="one row per run instead of per segmenter"
+    )
+    compare.set_defaults(func=run_compare_command)
+
+
+def run_baseline_command(args: argparse.Namespace) -> int:
+    from segrl.baselines.experiment import run_baseline
+    from segrl.baselines.registry import available_methods
+    from segrl.config import BaselineConfig
+    from segrl.data import load_corpus, load_gold
+    from segrl.tracking import ensure_reachable
+
+    config = config_from_args(BaselineConfig, args)
+    methods = available_methods() if config.method == ALL else [config.method]
+    ensure_reachable()
+    corpus = load_corpus(config.data)
+    gold = load_gold(config.gold.path, config.gold.max_words)
+    print(
+        f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences; "
+        f"gold: {len(gold)} words"
+    )
+    for method in methods:
+        config.method = method
+        print(f"[{method}] training ...", flush=True)
+        metrics = run_baseline(config, corpus, gold)
+        print(
+            f"[{method}] boundary P/R/F1 {metrics['boundary_precision']:.3f} / "
+            f"{metrics['boundary_recall']:.3f} / {metrics['boundary_f1']:.3f}, "
+            f"units/char {metrics['units_per_char']:.3f} ({metrics['train_seconds']:.1f}s)"
+        )
+    if len(methods) > 1:
+        print()
+        print_comparison(config.tracking.experiment)
+    print()
+    print(where_to_look(config.tracking.experiment))
+    return 0
+
+
+def run_compare_command(args: argparse.Namespace) -> int:
+    print_comparison(args.experiment, latest_only=not args.all_runs)
+    return 0
+
+
+def print_comparison(experiment: str, latest_only: bool = True) -> None:
+    from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS
+    from segrl.tracking import format_table, segmenter_runs
+
+    rows = segmenter_runs(experiment, latest_only=latest_only)
+    if not rows:
+        print(f"no segmenter runs in experiment {experiment!r} yet")
+        return
+    rows.sort(key=lambda r: r.get(BOUNDARY_F1, -1.0), reverse=True)
+    metric_columns = [c for c in COMPARE_COLUMNS if any(c in r for r in rows)]
+    columns = ["segmenter", "kind", *metric_columns]
+    if not latest_only:
+        columns.append("run_id")
+    print(f"Segmenters in experiment '{experiment}' (boundary metrics against the gold set):")
+    print(format_table(rows, columns))

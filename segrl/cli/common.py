@@ -1,0 +1,93 @@
+"""Arguments shared by several subcommands; each flag's ``dest`` is the dotted config key it sets."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TypeVar
+
+from segrl.config import build_config
+
+C = TypeVar("C")
+
+
+def add_config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="FILE", help="a TOML config file; flags given here override it"
+    )
+
+
+def add_data_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("data")
+    group.add_argument(
+        "--corpus",
+        dest="data.corpus",
+        metavar="PATH",
+        help="UTF-8 text file or folder (default: the bundled WikiText-2 slice)",
+    )
+    group.add_argument(
+        "--max-len",
+        dest="data.max_len",
+        type=int,
+        metavar="N",
+        help="leave out sentences longer than N characters (default 128)",
+    )
+    group.add_argument(
+        "--max-sentences",
+        dest="data.max_sentences",
+        type=int,
+        metavar="N",
+        help="use only the first N sentences",
+    )
+    group.add_argument(
+        "--seed",
+        dest="data.seed",
+        type=int,
+        metavar="N",
+        help="seed of the train/valid/test split (default 0)",
+    )
+
+
+def add_gold_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("gold segmentation")
+    group.add_argument(
+        "--gold",
+        dest="gold.path",
+        metavar="PATH",
+        help="Morpho Challenge or SIGMORPHON 2022 file (default: the bundled English set)",
+    )
+    group.add_argument(
+        "--gold-max-words",
+        dest="gold.max_words",
+        type=int,
+        metavar="N",
+        help="score on a fixed sample of N gold words",
+    )
+
+
+def add_tracking_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tracking (store: MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    group.add_argument(
+        "--experiment",
+        dest="tracking.experiment",
+        metavar="NAME",
+        help="MLflow experiment (default: segrl)",
+    )
+    group.add_argument("--run-name", dest="tracking.run_name", metavar="NAME")
+
+
+def config_from_args(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
+    """Defaults, then ``--config``, then every flag whose dest is a config key (given ones only)."""
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
+    overrides.update(extra)
+    known = {k: v for k, v in overrides.items() if not k.startswith("_")}
+    return build_config(cls, getattr(args, "config", None), known)
+
+
+def where_to_look(experiment: str) -> str:
+    from segrl.tracking import tracking_uri
+
+    uri = tracking_uri()
+    view = "segrl ui   (then open http://127.0.0.1:5000)"
+    if uri.startswith(("http://", "https://")):
+        view = f"open {uri}"
+    return f"Runs are in MLflow: store {uri}, experiment '{experiment}'.\nView them: {view}"

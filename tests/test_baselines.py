@@ -1,0 +1,100 @@
+import pytest
+
+from segrl.baselines import (
+    CharacterSegmenter,
+    MorfessorSegmenter,
+    Segmenter,
+    SentencePieceBPE,
+    WordSegmenter,
+    available_methods,
+    segmenter_class,
+)
+from segrl.baselines.yttm import yttm_available
+from segrl.config import DataConfig
+from segrl.data import load_corpus
+from segrl.errors import ConfigError, ModelError
+from tests.conftest import write_small_corpus
+
+WORDS = ["walked", "jumping", "talks", "kicker", "zëbra", "a"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
+    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
+
+
+def make(method):
+    cls = segmenter_class(method)
+    if cls is MorfessorSegmenter:
+        return cls(cache_dir="")
+    if method in ("bpe", "unigram", "yttm-bpe"):
+        return cls(vocab_size=60)
+    return cls()
+
+
+@pytest.mark.parametrize("method", available_methods())
+def test_segments_spell_the_word_and_survive_save_load(method, corpus, tmp_path):
+    segmenter = make(method).train(corpus)
+    segmented = segmenter.segment_words(WORDS)
+    for word, segments in zip(WORDS, segmented, strict=True):
+        assert "".join(segments) == word, (method, segments)
+        assert all(segments)
+    loaded = Segmenter.load(segmenter.save(tmp_path / method))
+    assert type(loaded) is type(segmenter)
+    assert loaded.segment_words(WORDS) == segmented
+
+
+def test_morfessor_finds_the_suffixes(corpus):
+    segmenter = MorfessorSegmenter(cache_dir="").train(corpus)
+    assert segmenter.segment("walked") == ["walk", "ed"]
+    assert segmenter.segment("jumping") == ["jump", "ing"]
+    assert segmenter.segment("talks") == ["talk", "s"]
+
+
+def test_morfessor_cache_is_reused_and_repaired(corpus, tmp_path):
+    first = MorfessorSegmenter(cache_dir=str(tmp_path)).train(corpus)
+    assert not first.from_cache
+    cached = list(tmp_path.glob("morfessor-*.txt"))
+    assert len(cached) == 1
+    second = MorfessorSegmenter(cache_dir=str(tmp_path)).train(corpus)
+    assert second.from_cache
+    assert second.segment_words(WORDS) == first.segment_words(WORDS)
+    cached[0].write_text("garbage that is not a segmentation file\n\x00")
+    third = MorfessorSegmenter(cache_dir=str(tmp_path)).train(corpus)
+    assert third.segment_words(WORDS) == first.segment_words(WORDS)
+
+
+def test_trivial_segmenters(corpus):
+    assert CharacterSegmenter().train(corpus).segment("cat") == ["c", "a", "t"]
+    assert WordSegmenter().train(corpus).segment("cat") == ["cat"]
+    assert WordSegmenter().train(corpus).segment_sentence("the cats") == [["the"], ["cats"]]
+
+
+def test_errors(corpus, tmp_path):
+    with pytest.raises(ModelError, match="not trained"):
+        SentencePieceBPE().segment("cat")
+    with pytest.raises(ModelError, match="no saved segmenter"):
+        Segmenter.load(tmp_path / "nothing")
+    with pytest.raises(ConfigError, match="unknown segmenter 'bogus'"):
+        segmenter_class("bogus")
+    saved = CharacterSegmenter().train(corpus).save(tmp_path / "chars")
+    with pytest.raises(ModelError, match="not a bpe one"):
+        SentencePieceBPE.load(saved)
+    bpe = SentencePieceBPE(vocab_size=60).train(corpus).save(tmp_path / "bpe")
+    (bpe / "sentencepiece.model").write_bytes(b"not a model")
+    with pytest.raises(ModelError, match="cannot load"):
+        Segmenter.load(bpe)
+
+
+def test_save_replaces_atomically(corpus, tmp_path):
+    path = tmp_path / "model"
+    CharacterSegmenter().train(corpus).save(path)
+    WordSegmenter().train(corpus).save(path)
+    assert Segmenter.load(path).method == "words"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+@pytest.mark.skipif(not yttm_available(), reason="youtokentome is not installed (optional backend)")
+def test_yttm_is_available_as_a_method():
+    assert "yttm-bpe" in available_methods()
