@@ -32,6 +32,8 @@ BOUNDARY_RECALL = "boundary_recall"
 BOUNDARY_F1 = "boundary_f1"
 UNITS_PER_CHAR = "units_per_char"
 WORD_BOUNDARY_F1 = "word_boundary_f1"
+SEGMENT_PRECISION = "segment_precision"
+SEGMENT_RECALL = "segment_recall"
 SEGMENT_F1 = "segment_f1"
 BITS_PER_CHAR = "bits_per_char"
 GOLD_WORDS = "gold_words"
@@ -211,3 +213,39 @@ def evaluate_word_segmenter(
 
 def _f1(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
+def despace(segments: Sequence[str]) -> list[str]:
+    """A segmentation of a sentence with its spaces removed: spaces are deleted from inside segments
+    (a unit spanning ``"e c"`` becomes ``"ec"``) and segments left empty are dropped, so word
+    boundaries are only found where the segmentation itself puts them."""
+    out = [s.replace(" ", "") for s in segments]
+    return [s for s in out if s]
+
+
+def evaluate_sentence_segmenter(
+    segment_sentences: Callable[[list[str]], list[list[str]]],
+    gold: Sequence,
+    sentences: Sequence[str],
+) -> dict[str, float]:
+    """The standard metrics of a segmenter that segments whole sentences (spaces included, e.g.
+    units read off attention or an agent's decisions):
+
+    - boundary P/R/F1 and units per character as in ``segmentation_metrics``: the gold words are
+      segmented each as a one-word text; units per character on ``sentences``;
+    - ``segment_precision/recall/f1``: segment matching against the words of ``sentences``, with
+      white space stripped from the ends of segments (space-only segments dropped);
+    - ``word_boundary_f1``: boundaries of the de-spaced segmentation (``despace``) against the words.
+    """
+    gold_predictions = segment_sentences([g.word for g in gold])
+    text_predictions = segment_sentences(list(sentences))
+    metrics = segmentation_metrics(gold_predictions, gold, text_predictions)
+    words = [s.split() for s in sentences]
+    stripped = [[seg.strip() for seg in segs if seg.strip()] for segs in text_predictions]
+    matching = segment_matching_prf(stripped, words)
+    metrics[SEGMENT_PRECISION] = matching.precision
+    metrics[SEGMENT_RECALL] = matching.recall
+    metrics[SEGMENT_F1] = matching.f1
+    despaced = [despace(segs) for segs in text_predictions]
+    metrics[WORD_BOUNDARY_F1] = word_boundary_prf(despaced, sentences).f1
+    return metrics

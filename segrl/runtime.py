@@ -1,0 +1,32 @@
+"""Devices and seeds for the PyTorch parts of segrl."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from segrl.errors import ConfigError
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto`` is CUDA when available, else CPU; asking for CUDA without one is a ``ConfigError``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"device {name!r} asked for, but this machine has no CUDA GPU; use --device cpu"
+        )
+    return device
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and PyTorch (all devices): the same seed gives the same result on CPU."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
