@@ -167,12 +167,19 @@ class DecoderLayer(nn.Module):
 
 
 class CharEmbedding(nn.Module):
-    """Character embeddings scaled by ``sqrt(dim)`` plus sinusoidal positions, then dropout."""
+    """Character embeddings scaled by ``sqrt(dim)`` plus sinusoidal positions, then dropout.
+
+    Embeddings start with standard deviation ``dim ** -0.5``, so that after scaling they are of the
+    same size as the position signal (with PyTorch's default N(0, 1) they would drown it).
+    """
 
     def __init__(self, vocab_size: int, dim: int, max_len: int, dropout: float = 0.1):
         super().__init__()
         self.dim = dim
         self.embed = nn.Embedding(vocab_size, dim, padding_idx=0)
+        with torch.no_grad():
+            nn.init.normal_(self.embed.weight, std=dim**-0.5)
+            self.embed.weight[0].zero_()
         self.register_buffer("positions", sinusoidal_positions(max_len, dim), persistent=False)
         self.dropout = nn.Dropout(dropout)
 

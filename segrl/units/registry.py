@@ -14,6 +14,7 @@ from segrl.units.base import UnitModel
 
 UNIT_MODELS: dict[str, str] = {
     "transformer": "segrl.units.transformer:TransformerAutoencoder",
+    "nvib": "segrl.units.nvib_model:NVIBAutoencoder",
 }
 
 

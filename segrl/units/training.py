@@ -200,7 +200,9 @@ def train_unit_model(
         batches = training_batches(corpus.train, train.batch_size, train.seed, step)
         window = _Window()
         model.train()
-        progress_bar = tqdm(total=train.steps, initial=step, desc=f"units {config.model}")
+        progress_bar = tqdm(
+            total=train.steps, initial=step, desc=f"units {config.model}", mininterval=2.0
+        )
         try:
             while step < train.steps:
                 texts = next(batches)
