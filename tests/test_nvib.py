@@ -380,7 +380,7 @@ def test_shipped_configs(name):
         assert config.arch.dim == 512 and 12e6 <= parameters <= 17e6, parameters
         assert (config.train.batch_size, config.train.device) == (512, "cuda")
     if name.startswith("nvib"):
-        assert config.arch.nvib_layers == 3 and config.arch.alpha_delta == 0.25
+        assert config.arch.nvib_layers == 3 and 0 < config.arch.alpha_delta <= 0.25
     vocab = CharVocab.from_texts(TEXTS, PLACEHOLDER)
     batch = make_autoencoder_batch(vocab, TEXTS[:2])
     out = model.loss(batch, progress=0.5)

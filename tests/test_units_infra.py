@@ -295,3 +295,28 @@ def test_gold_words_are_segmented_alone():
     assert (
         "".join(segments[0]) == "walked" and segments[1] == [] and "".join(segments[2]) == "talks"
     )
+
+
+def test_robustness_curves_and_comparison_plot(mlflow_store):
+    from segrl.units.robustness import log_robustness, robustness_curves
+
+    config = build_units_config(
+        "transformer",
+        None,
+        {"arch.dim": 16, "arch.feed_forward": 16, "eval.robustness_rates": [0.0, 0.3]},
+    )
+    texts = ["the cat sat on the mat", "a dog ran home", "what ever you are"]
+    vocab = CharVocab.from_texts(texts, PLACEHOLDER)
+    model = TransformerAutoencoder(config.arch, len(vocab))
+    rows = robustness_curves(model, vocab, texts, config)
+    assert [(r["kind"], r["rate"]) for r in rows] == [
+        (kind, rate) for kind in ("swap", "delete", "insert", "substitute") for rate in (0.0, 0.3)
+    ]
+    clean = [r for r in rows if r["rate"] == 0.0]
+    assert len({(r[RECONSTRUCTION], r["accuracy"]) for r in clean}) == 1  # rate 0: the same input
+    noisy = {r["kind"]: r[RECONSTRUCTION] for r in rows if r["rate"] == 0.3}
+    assert noisy["insert"] != clean[0][RECONSTRUCTION]
+    with tracking.start_run({"what": "robustness"}, "segrl", "robustness"):
+        log_robustness({"a": rows, "b": rows})
+    assert list((mlflow_store / "mlruns").rglob("robustness/accuracy.png"))
+    assert list((mlflow_store / "mlruns").rglob("robustness/robustness.json"))

@@ -174,7 +174,7 @@ class NVIBAutoencoder(TransformerAutoencoder):
             encoding.stats[f"{KL_GAUSSIAN}/layer_{number}"] = l_g.detach()
             dirichlet = dirichlet + beta * l_d
             gaussian = gaussian + beta * l_g
-        encoding.stats["kl_weight"] = torch.tensor(anneal)
+        encoding.stats["kl_weight"] = torch.tensor(anneal, device=encoding.memory.device)
         return {
             KL_DIRICHLET: anneal * c.lambda_d * dirichlet,
             KL_GAUSSIAN: anneal * c.lambda_g * gaussian,
