@@ -56,13 +56,15 @@ def attention_figure(maps: Mapping[str, np.ndarray], text: str, title: str = "")
 def robustness_figure(
     results: Mapping[str, Sequence[Mapping[str, float | str]]], metric: str = "accuracy"
 ) -> Figure:
-    """Relative change of ``metric`` against clean input, per noise kind (one panel each), one line
-    per model. ``results[model]`` rows have ``kind``, ``rate`` and the metric."""
+    """``metric`` against the perturbation rate, per noise kind (one column each), one line per
+    model: the relative change against clean input as in the NVIB paper (top row), and the values
+    themselves (bottom row; models whose clean values differ are only comparable with both).
+    ``results[model]`` rows have ``kind``, ``rate`` and the metric."""
     kinds = sorted({str(row["kind"]) for rows in results.values() for row in rows})
     n = max(len(kinds), 1)
-    fig = Figure(figsize=(4 * n, 3.4))
-    axes = fig.subplots(1, n, squeeze=False)
-    for ax, kind in zip(axes[0], kinds, strict=False):
+    fig = Figure(figsize=(4 * n, 6.4))
+    axes = fig.subplots(2, n, squeeze=False, sharex=True)
+    for column, kind in enumerate(kinds):
         for model, rows in results.items():
             points = sorted((float(r["rate"]), float(r[metric])) for r in rows if r["kind"] == kind)
             if not points:
@@ -70,11 +72,13 @@ def robustness_figure(
             rates, values = zip(*points, strict=True)
             base = values[0] if rates[0] == 0 else float("nan")
             change = [(v - base) / abs(base) if base else float("nan") for v in values]
-            ax.plot(rates, np.asarray(change) * 100, marker="o", label=model)
-        ax.set_title(kind)
-        ax.set_xlabel("perturbation rate")
-        ax.axhline(0.0, color="grey", linewidth=0.5)
+            axes[0][column].plot(rates, np.asarray(change) * 100, marker="o", label=model)
+            axes[1][column].plot(rates, values, marker="o", label=model)
+        axes[0][column].set_title(kind)
+        axes[0][column].axhline(0.0, color="grey", linewidth=0.5)
+        axes[1][column].set_xlabel("perturbation rate")
     axes[0][0].set_ylabel(f"relative change of {metric} [%]")
+    axes[1][0].set_ylabel(metric)
     axes[0][-1].legend()
     fig.tight_layout()
     return fig
