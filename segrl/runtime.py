@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import numpy as np
@@ -30,3 +31,14 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def autocast(device: torch.device, precision: str = "fp32"):
+    """The autocast context for ``precision`` (``fp32``: none; ``bf16``/``fp16``: mixed precision on
+    ``device``'s type, CPU included)."""
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision not in dtypes:
+        raise ConfigError(f"unknown precision {precision!r}: use fp32, bf16 or fp16")
+    return torch.autocast(device_type=device.type, dtype=dtypes[precision])

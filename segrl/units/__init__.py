@@ -1,1 +1,12 @@
-"""Continuous-unit models (units learned inside a network) and segments read off their attention."""
+"""Continuous-unit models (units learned inside a network) and segments read off their attention.
+
+- ``base``: the ``UnitModel`` interface (a character autoencoder exposing the attention map that
+  segments are read from), ``AutoencoderBatch``, ``Encoding``;
+- ``layers``: pre-LN Transformer blocks with attention that returns its weights;
+- ``transformer``: the plain Transformer autoencoder (the baseline);
+- ``nvib`` and ``nvib_model``: NVIB (the layer, sampling, denoising attention, KL terms) and the
+  stacked-NVIB denoising autoencoder;
+- ``registry``: models by name; ``config``: run configs; ``training``: the training loop;
+  ``evaluation``, ``robustness``, ``plots``, ``experiment``: metrics, noise curves, figures, MLflow;
+  ``saving``: trained model folders; ``noise``: character noise; ``segments``: attention -> segments.
+"""

@@ -1,0 +1,197 @@
+"""``segrl units``: continuous-unit models (character autoencoders whose units are read off attention).
+
+    segrl units train --model NAME [--config FILE] [--set arch.dim=256 ...] [flags]
+    segrl units eval FOLDER [FOLDER ...] [--no-robustness] [flags]
+
+``train`` builds the model registered as NAME in ``segrl.units.registry.UNIT_MODELS``, trains it with
+the shared loop (``segrl.units.training``), evaluates it and logs it to MLflow as a segmenter of kind
+``units``; re-running an interrupted command resumes from its checkpoint. ``eval`` evaluates saved
+model folders again (and compares their robustness when given several).
+
+Extending:
+
+- a model: one line in ``UNIT_MODELS`` plus its module (a ``UnitModel`` subclass with a
+  ``config_class``); ``--model`` and ``--set arch.OPTION=VALUE`` then work with no change here;
+- a subcommand (``segrl units probe``): a module with ``register(units_subparsers)`` that adds its
+  parser and sets ``func``; add the module's name to ``SUBCOMMAND_MODULES``. ``add_run_args`` and
+  ``units_config_from_args`` give it the same flags and config handling as ``train``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import tomllib
+from typing import Any
+
+from segrl.cli.common import (
+    add_config_arg,
+    add_data_args,
+    add_gold_args,
+    add_tracking_args,
+    where_to_look,
+)
+from segrl.errors import ConfigError
+
+SUBCOMMAND_MODULES: tuple[str, ...] = ()
+"""Modules adding further ``segrl units`` subcommands (each has ``register(units_subparsers)``)."""
+
+REPORTED = ("segment_f1", "boundary_f1", "units_per_char", "reconstruction", "kept_per_char")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from segrl.units.registry import available_models
+
+    parser = subparsers.add_parser(
+        "units",
+        help="continuous-unit models: train, evaluate",
+        description="Character autoencoders whose units are read off attention maps "
+        f"(models: {', '.join(available_models())}).",
+    )
+    units = parser.add_subparsers(dest="units_command", required=True, metavar="SUBCOMMAND")
+
+    train = units.add_parser(
+        "train",
+        help="train a unit model, evaluate it, log it to MLflow",
+        description="Train a unit model on the corpus (deletion-noise denoising autoencoder), "
+        "evaluate the segments read off its attention against the gold set and the words of "
+        "held-out sentences, and log everything to MLflow. Re-running an interrupted command "
+        "resumes from its last checkpoint.",
+    )
+    train.add_argument(
+        "--model",
+        dest="model",
+        metavar="NAME",
+        help=f"{', '.join(available_models())} (default: the config file's, else transformer)",
+    )
+    train.add_argument(
+        "--output",
+        dest="output_dir",
+        metavar="DIR",
+        help="checkpoints and the trained model (default: runs/units/<run name or model>)",
+    )
+    add_run_args(train)
+    train.set_defaults(func=run_train)
+
+    evaluate = units.add_parser(
+        "eval",
+        help="evaluate saved unit models (and compare their robustness)",
+        description="Evaluate model folders written by `segrl units train` on the test split of "
+        "their corpus, each in its own MLflow run; with several folders, one more run compares "
+        "their robustness to character noise in one figure.",
+    )
+    evaluate.add_argument("folders", nargs="+", metavar="FOLDER")
+    evaluate.add_argument(
+        "--no-robustness",
+        dest="eval.robustness",
+        action="store_const",
+        const=False,
+        help="skip the robustness curves",
+    )
+    add_runtime_args(evaluate)
+    add_data_args(evaluate)
+    add_gold_args(evaluate)
+    evaluate.add_argument("--experiment", dest="tracking.experiment", metavar="NAME")
+    evaluate.set_defaults(func=run_eval)
+
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(units)
+
+
+def add_runtime_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("runtime")
+    group.add_argument(
+        "--device", dest="train.device", metavar="NAME", help="auto (default), cpu, cuda, cuda:N"
+    )
+    group.add_argument(
+        "--precision", dest="train.precision", choices=("fp32", "bf16", "fp16"), help="autocast"
+    )
+    group.add_argument("--threads", dest="train.threads", type=int, metavar="N")
+
+
+def add_run_args(parser: argparse.ArgumentParser) -> None:
+    """The flags of a unit-model run: config file, ``--set``, training, data, gold, tracking."""
+    add_config_arg(parser)
+    parser.add_argument(
+        "--set",
+        dest="_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any config option by its dotted key, e.g. --set arch.dim=256 --set train.lr=3e-4 "
+        "(VALUE is read as TOML: numbers, true/false, [lists]; otherwise a string)",
+    )
+    group = parser.add_argument_group("training")
+    group.add_argument("--steps", dest="train.steps", type=int, metavar="N")
+    group.add_argument("--batch-size", dest="train.batch_size", type=int, metavar="N")
+    group.add_argument("--lr", dest="train.lr", type=float, metavar="X")
+    group.add_argument("--train-seed", dest="train.seed", type=int, metavar="N")
+    add_runtime_args(parser)
+    add_data_args(parser)
+    add_gold_args(parser)
+    add_tracking_args(parser)
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``["arch.dim=256", "model=nvib"]`` -> ``{"arch.dim": 256, "model": "nvib"}`` (TOML values)."""
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set arch.dim=256")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        out[key.strip()] = value
+    return out
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Config keys given as flags (dests that are dotted keys, plus ``model`` and ``output_dir``)."""
+    keys = {k: v for k, v in vars(args).items() if "." in k or k in ("model", "output_dir")}
+    return {k: v for k, v in keys.items() if v is not None}
+
+
+def units_config_from_args(args: argparse.Namespace):
+    """The run's config: defaults, the model's training defaults, ``--config``, ``--set``, flags."""
+    from segrl.units.config import build_units_config
+
+    overrides = {**parse_set(args._set), **flag_overrides(args)}
+    return build_units_config(overrides.pop("model", None), args.config, overrides)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from segrl.units.training import train_unit_model
+
+    config = units_config_from_args(args)
+    print(f"units {config.model}: run folder {config.run_folder}", flush=True)
+    result = train_unit_model(config)
+    if result.resumed_from:
+        print(f"resumed from step {result.resumed_from}")
+    print(format_metrics(config.model, result.metrics))
+    print(f"model: {result.folder}  (segrl units eval {result.folder})")
+    print(where_to_look(config.tracking.experiment))
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from segrl.units.experiment import evaluate_saved_models
+
+    overrides = flag_overrides(args)
+    experiment = overrides.pop("tracking.experiment", None)
+    results = evaluate_saved_models(args.folders, overrides, experiment)
+    for result in results:
+        print(format_metrics(result.name, result.metrics))
+    print(where_to_look(experiment or "segrl"))
+    return 0
+
+
+def format_metrics(name: str, metrics: dict[str, float]) -> str:
+    shown = ", ".join(f"{k} {metrics[k]:.3f}" for k in REPORTED if k in metrics)
+    kept = ", ".join(
+        f"{k.split('/', 1)[1]} {v:.2f}"
+        for k, v in metrics.items()
+        if k.startswith("kept_fraction/")
+    )
+    return f"[{name}] {shown}" + (f"; kept fraction {kept}" if kept else "")

@@ -1,0 +1,172 @@
+"""The interface of a unit model: a character autoencoder whose units are read off attention.
+
+A unit model encodes a (possibly noised) character sequence into a set of vectors, reconstructs the
+clean sequence from them with an autoregressive decoder, and exposes the attention map that segments
+are read from (``segrl.units.segments.segments_from_attention``). Everything else (training loop,
+evaluation, checkpoints, MLflow, the ``segrl units`` command) is shared and works with any model that
+implements this interface:
+
+- ``config_class``: the dataclass of the model's own options (the ``[arch]`` table of a run's config);
+- ``train_defaults``: dotted training options whose defaults differ for this model
+  (e.g. ``{"lr": 1e-4}``), applied below a config file and command-line flags;
+- ``encode(ids, mask) -> Encoding``: the vectors the decoder reads, the segment attention map, the
+  number of kept vectors per sentence, per-layer maps to draw, diagnostics;
+- ``decode(encoding, inputs, mask) -> logits``;
+- ``penalty(encoding, progress) -> {name: term}``: regularisers added to the reconstruction loss
+  (already weighted); ``progress`` in [0, 1] is the fraction of training done, for annealing.
+
+``loss(batch, progress)`` puts these together; models rarely override it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from segrl.data.batching import encode_batch
+from segrl.data.vocab import CharVocab
+from segrl.units.layers import token_cross_entropy
+
+RECONSTRUCTION = "reconstruction"
+"""Name of the reconstruction cross-entropy term (nats per target character, ``<eos>`` included)."""
+
+
+@dataclass
+class AutoencoderBatch:
+    """What a character autoencoder trains on: the encoder reads ``source`` (the noised text), the
+    decoder is teacher-forced on ``<bos>`` + clean text and predicts clean text + ``<eos>``."""
+
+    source: torch.Tensor  # [B, L] long, noised characters
+    source_mask: torch.Tensor  # [B, L] bool, True at characters
+    decoder_input: torch.Tensor  # [B, T] long, <bos> + clean text, T = longest clean text + 1
+    target: torch.Tensor  # [B, T] long, clean text + <eos>
+    target_mask: torch.Tensor  # [B, T] bool, True at target positions
+    texts: list[str]
+    noisy_texts: list[str]
+
+    def to(self, device: torch.device | str) -> AutoencoderBatch:
+        return AutoencoderBatch(
+            self.source.to(device),
+            self.source_mask.to(device),
+            self.decoder_input.to(device),
+            self.target.to(device),
+            self.target_mask.to(device),
+            self.texts,
+            self.noisy_texts,
+        )
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def make_autoencoder_batch(
+    vocab: CharVocab,
+    texts: Sequence[str],
+    noisy_texts: Sequence[str] | None = None,
+    device: torch.device | str | None = None,
+) -> AutoencoderBatch:
+    """The batch that reconstructs ``texts`` from ``noisy_texts`` (``texts`` themselves when None).
+
+    An empty source text is an error (an encoder needs at least one character to attend to).
+    """
+    noisy = list(texts if noisy_texts is None else noisy_texts)
+    if len(noisy) != len(texts):
+        raise ValueError(f"{len(noisy)} noisy texts for {len(texts)} texts")
+    if any(not t for t in noisy):
+        raise ValueError("an autoencoder source text is empty; drop empty texts before batching")
+    source = encode_batch(vocab, noisy)
+    clean = encode_batch(vocab, texts)
+    b, width = clean.ids.shape
+    decoder_input = torch.full((b, width + 1), vocab.pad_id, dtype=torch.long)
+    decoder_input[:, 0] = vocab.bos_id
+    decoder_input[:, 1:] = clean.ids
+    target = torch.cat([clean.ids, torch.full((b, 1), vocab.pad_id, dtype=torch.long)], dim=1)
+    target[torch.arange(b), clean.lengths] = vocab.eos_id
+    target_mask = torch.arange(width + 1).unsqueeze(0) <= clean.lengths.unsqueeze(1)  # [B, T]
+    batch = AutoencoderBatch(
+        source.ids,
+        source.mask,
+        decoder_input,
+        target,
+        target_mask,
+        list(texts),
+        noisy,
+    )
+    return batch.to(device) if device is not None else batch
+
+
+@dataclass
+class Encoding:
+    """What an encoder produces for a batch."""
+
+    memory: torch.Tensor  # [B, K, Dm] the vectors (units) the decoder reads
+    memory_mask: torch.Tensor  # [B, K] bool, True at vectors the decoder may read (kept)
+    attention: torch.Tensor
+    """``[B, L, S]``: the map segments are read from; rows are the input characters (rows beyond a
+    text's length are padding), columns the keys (characters, slots, plus e.g. NVIB's prior)."""
+    kept: torch.Tensor | None = (
+        None  # [B] float, vectors/units kept per sentence, where that applies
+    )
+    layer_attention: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Named attention maps ``[B, L, S_l]`` to draw, bottom to top (e.g. ``{"layer 6": ...}``)."""
+    stats: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Scalar diagnostics to log (e.g. ``kept_fraction/layer_4``); not part of the loss."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Whatever the model's ``penalty`` needs (e.g. the NVIB layers' Dirichlet-process parameters)."""
+
+
+@dataclass
+class LossOutput:
+    total: torch.Tensor  # scalar: reconstruction + every penalty term
+    terms: dict[str, torch.Tensor]  # scalar terms by name, reconstruction first
+    stats: dict[str, torch.Tensor]  # scalar diagnostics
+    encoding: Encoding
+    logits: torch.Tensor  # [B, T, V]
+
+
+class UnitModel(nn.Module, ABC):
+    """A character autoencoder whose units are read off attention (see the module docstring).
+
+    Subclasses set ``config_class`` and take ``(config, vocab_size)`` in ``__init__``.
+    """
+
+    config_class: ClassVar[type]
+    train_defaults: ClassVar[Mapping[str, Any]] = {}
+
+    def __init__(self, config: Any, vocab_size: int):
+        super().__init__()
+        self.config = config
+        self.vocab_size = vocab_size
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @abstractmethod
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> Encoding:
+        """Encode ``ids [B, L]`` (``mask [B, L]`` True at characters)."""
+
+    @abstractmethod
+    def decode(self, encoding: Encoding, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits ``[B, T, V]`` for decoder ``inputs [B, T]``."""
+
+    def penalty(self, encoding: Encoding, progress: float) -> dict[str, torch.Tensor]:
+        """Named regularisation terms (scalars, already weighted) added to the loss; none here."""
+        return {}
+
+    def loss(self, batch: AutoencoderBatch, progress: float = 1.0) -> LossOutput:
+        """Reconstruction cross-entropy of the clean text plus the model's penalty terms."""
+        encoding = self.encode(batch.source, batch.source_mask)
+        logits = self.decode(encoding, batch.decoder_input, batch.target_mask)
+        terms = {RECONSTRUCTION: token_cross_entropy(logits, batch.target, batch.target_mask)}
+        for name, value in self.penalty(encoding, progress).items():
+            if name in terms:
+                raise ValueError(f"penalty term {name!r} clashes with another loss term")
+            terms[name] = value
+        total = torch.stack([t.float() for t in terms.values()]).sum()
+        return LossOutput(total, terms, dict(encoding.stats), encoding, logits)

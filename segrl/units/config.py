@@ -1,0 +1,201 @@
+"""The config of a unit-model run: ``segrl units train`` and ``segrl units eval``.
+
+A run's config is a ``UnitsConfig`` plus one table, ``arch``, whose type is the model's own
+``config_class``. ``units_config_class("nvib")`` gives that dataclass; ``build_units_config`` reads a
+TOML file and dotted overrides into it. A config file looks like::
+
+    model = "nvib"
+
+    [arch]                 # the model's options (NVIBConfig here)
+    dim = 512
+    lambda_d = 1.0
+
+    [train]
+    steps = 8000
+    batch_size = 512
+    device = "cuda"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config
+from segrl.errors import ConfigError
+from segrl.units.noise import NOISE_KINDS
+from segrl.units.registry import model_class
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("radam", "adam", "adamw")
+SCHEDULES = ("cosine", "constant")
+
+
+@dataclass
+class UnitsTrainConfig:
+    """How a unit model is trained (defaults: a CPU-sized run on the bundled corpus)."""
+
+    steps: int = 3000
+    batch_size: int = 32
+    lr: float = 1e-3
+    optimizer: str = "radam"
+    """radam (the NVIB paper's), adam or adamw."""
+    weight_decay: float = 0.0
+    schedule: str = "cosine"
+    """cosine: cool down to 0 over all steps (after warm-up); constant."""
+    warmup_steps: int = 0
+    grad_clip: float = 0.1
+    """Gradient-norm clipping (0 turns it off)."""
+    deletion_prob: float = 0.1
+    """Denoising: each input character is deleted with this probability, re-drawn every batch."""
+    seed: int = 0
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N."""
+    precision: str = "fp32"
+    """fp32, bf16 or fp16 (autocast; fp16 with a gradient scaler)."""
+    threads: int | None = None
+    """PyTorch CPU threads (None: PyTorch's default)."""
+    log_every: int = 25
+    eval_every: int = 500
+    checkpoint_every: int = 250
+
+
+@dataclass
+class UnitsEvalConfig:
+    """How a unit model is evaluated, during training and after."""
+
+    batch_size: int = 128
+    gold_words_during_training: int = 2000
+    """Periodic evaluations score segments on this many gold words (the final one on all)."""
+    figure_sentences: list[str] = field(
+        default_factory=lambda: ["whatever you are, be a good one."]
+    )
+    """Sentences whose attention maps are drawn (the NVIB paper's figure); the first valid sentences
+    are added to them."""
+    figure_valid_sentences: int = 2
+    figure_layers: int = 3
+    """How many of the top layers' maps are drawn."""
+    robustness: bool = True
+    """After training, measure reconstruction under character noise (``segrl.units.robustness``)."""
+    robustness_kinds: list[str] = field(default_factory=lambda: list(NOISE_KINDS))
+    robustness_rates: list[float] = field(default_factory=lambda: [0.0, 0.05, 0.1, 0.2, 0.3])
+    robustness_sentences: int = 500
+    samples: int = 25
+    """Sentences whose segmentations are logged as text."""
+
+
+@dataclass
+class UnitsConfig:
+    """``segrl units train``: one unit model, trained and evaluated, logged to MLflow."""
+
+    model: str = "transformer"
+    output_dir: str | None = None
+    """Where checkpoints and the trained model go; None: ``runs/units/<run name or model>``. A run
+    whose folder holds a checkpoint of the same config resumes from it."""
+    train: UnitsTrainConfig = field(default_factory=UnitsTrainConfig)
+    eval: UnitsEvalConfig = field(default_factory=UnitsEvalConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    gold: GoldConfig = field(default_factory=GoldConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    @property
+    def run_folder(self) -> Path:
+        return Path(
+            self.output_dir or Path("runs") / "units" / (self.tracking.run_name or self.model)
+        )
+
+
+@functools.cache
+def units_config_class(model: str) -> type[UnitsConfig]:
+    """``UnitsConfig`` with an ``arch`` table of ``model``'s config class and its training defaults."""
+    cls = model_class(model)
+    train_defaults = dict(cls.train_defaults)
+    unknown = set(train_defaults) - {f.name for f in dataclasses.fields(UnitsTrainConfig)}
+    if unknown:
+        raise TypeError(f"{cls.__name__}.train_defaults names unknown options {sorted(unknown)}")
+
+    def train_factory() -> UnitsTrainConfig:
+        return UnitsTrainConfig(**train_defaults)
+
+    name = "".join(part.capitalize() for part in model.replace("-", "_").split("_"))
+    return dataclasses.make_dataclass(
+        f"{name}UnitsConfig",
+        [
+            ("model", str, field(default=model)),
+            ("train", UnitsTrainConfig, field(default_factory=train_factory)),
+            ("arch", cls.config_class, field(default_factory=cls.config_class)),
+        ],
+        bases=(UnitsConfig,),
+    )
+
+
+def build_units_config(
+    model: str | None = None,
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> UnitsConfig:
+    """The config of a run of ``model`` (else the file's ``model``, else ``transformer``): defaults,
+    the model's training defaults, the TOML file at ``path``, then dotted ``overrides``."""
+    overrides = dict(overrides or {})
+    file_model = _model_in_file(Path(path)) if path is not None else None
+    model = model or overrides.pop("model", None) or file_model or UnitsConfig.model
+    overrides["model"] = model
+    config = build_config(units_config_class(model), path, overrides)
+    validate_units_config(config)
+    return config
+
+
+def validate_units_config(config: UnitsConfig) -> None:
+    """Raise ``ConfigError`` for values that would only fail later, mid-run."""
+    t = config.train
+    checks = [
+        (t.steps >= 1, f"train.steps must be at least 1, got {t.steps}"),
+        (t.batch_size >= 1, f"train.batch_size must be at least 1, got {t.batch_size}"),
+        (t.lr > 0, f"train.lr must be positive, got {t.lr}"),
+        (0 <= t.deletion_prob < 1, f"train.deletion_prob must be in [0, 1), got {t.deletion_prob}"),
+        (
+            t.optimizer in OPTIMIZERS,
+            f"train.optimizer must be one of {OPTIMIZERS}, got {t.optimizer!r}",
+        ),
+        (t.schedule in SCHEDULES, f"train.schedule must be one of {SCHEDULES}, got {t.schedule!r}"),
+        (
+            t.precision in PRECISIONS,
+            f"train.precision must be one of {PRECISIONS}, got {t.precision!r}",
+        ),
+        (t.warmup_steps >= 0, f"train.warmup_steps must be >= 0, got {t.warmup_steps}"),
+        (
+            min(t.log_every, t.eval_every, t.checkpoint_every) >= 1,
+            "train.log_every, eval_every and checkpoint_every must be at least 1",
+        ),
+        (
+            set(config.eval.robustness_kinds) <= set(NOISE_KINDS),
+            f"eval.robustness_kinds must be among {NOISE_KINDS}",
+        ),
+        (
+            all(0 <= r < 1 for r in config.eval.robustness_rates),
+            "eval.robustness_rates must be in [0, 1)",
+        ),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+    check = getattr(config.arch, "validate", None)
+    if check is not None:
+        check()
+
+
+def _model_in_file(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f:
+            model = tomllib.load(f).get("model")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"{path}: model must be a string, got {model!r}")
+    return model

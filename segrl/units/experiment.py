@@ -1,0 +1,113 @@
+"""Evaluating trained unit models into MLflow: after training, and ``segrl units eval`` on saved
+model folders (several at once compare their robustness in one figure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from segrl import tracking
+from segrl.config import build_config, flatten_config
+from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.data.vocab import CharVocab
+from segrl.runtime import resolve_device
+from segrl.units.base import UnitModel
+from segrl.units.config import UnitsConfig, validate_units_config
+from segrl.units.evaluation import evaluate_unit_model, sample_segmentations
+from segrl.units.plots import attention_figure, attention_maps
+from segrl.units.robustness import log_robustness, robustness_curves
+from segrl.units.saving import load_unit_model
+
+UNITS_KIND = "units"
+"""The ``segrl.kind`` of unit-model runs in ``segrl compare``."""
+
+
+def final_evaluation(
+    model: UnitModel,
+    vocab: CharVocab,
+    corpus: Corpus,
+    gold: list[GoldWord],
+    config: UnitsConfig,
+    name: str | None = None,
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Test-set evaluation of a trained model inside the active MLflow run: the standard metrics (the
+    run becomes segmenter ``name``, by default the run name or the model's name, of kind ``units``),
+    sample segmentations, attention maps as images, and the robustness curves when
+    ``config.eval.robustness``. Returns the metrics and the robustness rows."""
+    e, precision = config.eval, config.train.precision
+    name = name or config.tracking.run_name or config.model
+    metrics = evaluate_unit_model(
+        model, vocab, corpus.test, gold, e.batch_size, precision,
+        config.train.deletion_prob, config.train.seed,
+    )  # fmt: skip
+    samples = sample_segmentations(model, vocab, corpus.test[: e.samples], e.batch_size, precision)
+    tracking.log_segmenter(name, UNITS_KIND, metrics, samples)
+    figure_texts = [*e.figure_sentences, *corpus.valid[: e.figure_valid_sentences]]
+    for i, text in enumerate(figure_texts):
+        maps = attention_maps(model, vocab, text, e.figure_layers, precision)
+        figure = attention_figure(maps, text, title=f"{name}: {text}")
+        tracking.log_figure(figure, f"attention/sentence_{i}.png")
+    rows: list[dict[str, Any]] = []
+    if e.robustness:
+        rows = robustness_curves(model, vocab, corpus.test, config)
+        log_robustness({name: rows})
+    return metrics, rows
+
+
+@dataclass
+class SavedModelEvaluation:
+    folder: Path
+    name: str
+    metrics: dict[str, float]
+    robustness: list[dict[str, Any]]
+    run_id: str | None
+
+
+def evaluate_saved_models(
+    folders: Sequence[str | Path],
+    overrides: dict[str, Any] | None = None,
+    experiment: str | None = None,
+) -> list[SavedModelEvaluation]:
+    """Evaluate each saved model folder in its own MLflow run (``eval-<name>``), on the test split of
+    the corpus it was trained on unless ``overrides`` (dotted keys of its config: ``data.corpus``,
+    ``gold.path``, ``train.device``, ``eval.robustness``, ...) say otherwise. With two or more
+    models and robustness on, one more run (``robustness-comparison``) holds their curves together."""
+    loaded = []
+    for folder in folders:  # read every folder and input before anything is logged
+        model, vocab, config = load_unit_model(folder)
+        config = _with_overrides(config, overrides or {})
+        if experiment:
+            config.tracking.experiment = experiment
+        corpus = load_corpus(config.data)
+        gold = load_gold(config.gold.path, config.gold.max_words)
+        model.to(resolve_device(config.train.device))
+        loaded.append((Path(folder), model, vocab, config, corpus, gold))
+    results = []
+    for folder, model, vocab, config, corpus, gold in loaded:
+        name = config.tracking.run_name or config.model
+        tags = {tracking.KIND_TAG: UNITS_KIND}
+        with tracking.start_run(config, config.tracking.experiment, f"eval-{name}", tags) as run:
+            tracking.set_tags({"segrl.model_folder": str(folder.resolve())})
+            metrics, rows = final_evaluation(model, vocab, corpus, gold, config, name)
+            results.append(SavedModelEvaluation(folder, name, metrics, rows, run.info.run_id))
+    with_rows = [r for r in results if r.robustness]
+    if len(with_rows) >= 2:
+        experiment_name = loaded[0][3].tracking.experiment
+        names = {r.name: r.folder for r in with_rows}
+        with tracking.start_run(
+            {"models": ", ".join(names), "folders": ", ".join(str(f) for f in names.values())},
+            experiment_name,
+            "robustness-comparison",
+        ):
+            log_robustness({r.name: r.robustness for r in with_rows})
+    return results
+
+
+def _with_overrides(config: UnitsConfig, overrides: dict[str, Any]) -> UnitsConfig:
+    """``config`` with dotted ``overrides`` applied (None values skipped), checked as a file's are."""
+    values = {**flatten_config(config), **overrides}
+    updated = build_config(type(config), None, values)
+    validate_units_config(updated)
+    return updated

@@ -1,0 +1,181 @@
+"""The NVIB character autoencoder of Behjati, Fehr & Henderson (2023): stacked self-attention whose top
+layers are NVIB layers, trained as a denoising autoencoder.
+
+Encoder: ``encoder_layers`` pre-LN layers (6 in the paper); the last ``nvib_layers`` (3) replace
+self-attention by an NVIB layer and denoising self-attention (queries: the layer's normalised input;
+keys and values: the ``n + 1`` NVIB components, sampled in training, their posterior mean at test
+time). Pseudo-counts pass from each NVIB layer to the next through the multiplicative skip connection.
+Decoder: ``decoder_layers`` (2) ordinary layers whose cross-attention reads only the final encoder
+vectors whose last-layer pseudo-count is at least ``threshold`` (0.1), in training and at test time.
+
+Loss (per example, then batch mean): reconstruction cross-entropy plus
+``w(t) sum_l beta_l (lambda_d L_D^(l) / (n + 1) + lambda_g L_G^(l))`` with the conditional prior
+``alpha_0^p' = 1 + n alpha_delta``, ``beta_l = l / sum(l)`` over the NVIB layers, and ``w(t)`` the KL
+annealing ramp (0 until 30% of training, 1 from 60%). See ``segrl.units.nvib`` for the pieces.
+
+Segments are read off the last layer's test-time attention (``S = n + 1`` keys, the prior last; a
+character whose argmax is the prior belongs to a run keyed by the prior like any other key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from segrl.errors import ConfigError
+from segrl.units.base import Encoding
+from segrl.units.layers import Attention, FeedForward
+from segrl.units.nvib import (
+    THRESHOLD,
+    DPParameters,
+    NVIBLayer,
+    denoising_attention_eval,
+    denoising_attention_train,
+    kl_annealing,
+    kl_dirichlet,
+    kl_gaussian,
+    layer_weights,
+)
+from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
+
+KL_DIRICHLET = "kl_dirichlet"
+KL_GAUSSIAN = "kl_gaussian"
+
+
+@dataclass
+class NVIBConfig(TransformerConfig):
+    """The NVIB autoencoder: the Transformer's shape plus the NVIB options (paper values)."""
+
+    nvib_layers: int = 3
+    """How many of the top encoder layers are NVIB layers."""
+    lambda_d: float = 1.0
+    """Weight of the Dirichlet KL (lambda'_D; divided by n + 1 inside)."""
+    lambda_g: float = 1e-2
+    """Weight of the Gaussian KL (lambda'_G; the term is a mean over components' dimensions)."""
+    alpha_delta: float = 0.25
+    """Conditional prior: pseudo-count added per character, alpha_0^p' = 1 + n alpha_delta."""
+    threshold: float = THRESHOLD
+    kl_anneal_start: float = 0.3
+    kl_anneal_end: float = 0.6
+    layer_weighting: str = "linear"
+    """linear (beta_l = l / sum l, the paper's) or uniform."""
+    exact_eval_attention: bool = False
+    """Keep the query-variance term the paper's test-time attention drops (the exact posterior mean)."""
+    learn_prior_mean: bool = False
+
+    def validate(self) -> None:
+        if not 1 <= self.nvib_layers <= self.encoder_layers:
+            raise ConfigError(
+                f"arch.nvib_layers must be between 1 and arch.encoder_layers ({self.encoder_layers}), "
+                f"got {self.nvib_layers}"
+            )
+        if self.layer_weighting not in ("linear", "uniform"):
+            raise ConfigError(
+                f"arch.layer_weighting must be linear or uniform, got {self.layer_weighting!r}"
+            )
+        if min(self.lambda_d, self.lambda_g, self.alpha_delta, self.threshold) < 0:
+            raise ConfigError("arch.lambda_d, lambda_g, alpha_delta and threshold must be >= 0")
+
+
+class NVIBEncoderLayer(nn.Module):
+    """Pre-LN encoder layer with NVIB: ``h = LN(x)``; DP parameters of ``h``; ``x + DAttn(h)``; then
+    ``x + FF(LN(x))``.
+
+    ``forward(x [B, L, D], mask [B, L], log_alpha_skip [B, L] | None)`` ->
+    ``(x [B, L, D], weights [B, H, L, L + 1], params)``.
+    """
+
+    def __init__(self, config: NVIBConfig):
+        super().__init__()
+        c = config
+        self.attention_norm = nn.LayerNorm(c.dim)
+        self.nvib = NVIBLayer(c.dim, c.learn_prior_mean)
+        self.attention = Attention(c.dim, c.heads)
+        self.feed_forward_norm = nn.LayerNorm(c.dim)
+        self.feed_forward = FeedForward(c.dim, c.feed_forward, c.dropout)
+        self.dropout = nn.Dropout(c.dropout)
+        self.threshold = c.threshold
+        self.exact = c.exact_eval_attention
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, log_alpha_skip: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, DPParameters]:
+        h = self.attention_norm(x)
+        params = self.nvib(h, mask, log_alpha_skip)
+        if self.training:
+            attended, weights, _ = denoising_attention_train(self.attention, h, params)
+        else:
+            attended, weights = denoising_attention_eval(
+                self.attention, h, params, self.threshold, self.exact
+            )
+        x = x + self.dropout(attended)
+        x = x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))
+        return x, weights, params
+
+
+class NVIBAutoencoder(TransformerAutoencoder):
+    """Character denoising autoencoder with NVIB on the top encoder layers (see the module docstring)."""
+
+    config_class = NVIBConfig
+
+    def make_encoder_layer(self, index: int) -> nn.Module:
+        c = self.config
+        if index >= c.encoder_layers - c.nvib_layers:
+            return NVIBEncoderLayer(c)
+        return super().make_encoder_layer(index)
+
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> Encoding:
+        c = self.config
+        x = self.embedding(ids)  # [B, L, D]
+        maps: dict[str, torch.Tensor] = {}
+        stats: dict[str, torch.Tensor] = {}
+        dp_layers: list[tuple[int, DPParameters]] = []
+        skip = None
+        n_chars = mask.sum(1).clamp_min(1)  # [B]
+        for i, layer in enumerate(self.encoder_layers):
+            number = i + 1
+            if isinstance(layer, NVIBEncoderLayer):
+                x, weights, params = layer(x, mask, skip)
+                skip = params.token_log_alpha
+                dp_layers.append((number, params))
+                kept = params.token_kept(c.threshold) & mask  # [B, L]
+                stats[f"kept_fraction/layer_{number}"] = (kept.sum(1) / n_chars).mean()
+            else:
+                x, weights = layer(x, mask)
+            maps[f"layer {number}"] = weights.mean(dim=1)  # [B, L, S] averaged over heads
+        final_kept = dp_layers[-1][1].token_kept(c.threshold) & mask  # [B, L]
+        return Encoding(
+            memory=self.encoder_norm(x),
+            memory_mask=final_kept,
+            attention=maps[f"layer {len(self.encoder_layers)}"],
+            kept=final_kept.sum(1).float(),
+            layer_attention=maps,
+            stats=stats,
+            extras={"nvib": dp_layers},
+        )
+
+    def penalty(self, encoding: Encoding, progress: float) -> dict[str, torch.Tensor]:
+        """The annealed, layer-weighted KL terms; per-layer raw values go to ``encoding.stats``."""
+        c = self.config
+        dp_layers: list[tuple[int, DPParameters]] = encoding.extras["nvib"]
+        betas = layer_weights(len(dp_layers), c.layer_weighting)
+        anneal = kl_annealing(progress, c.kl_anneal_start, c.kl_anneal_end)
+        dirichlet = gaussian = 0.0
+        for beta, (number, params) in zip(betas, dp_layers, strict=True):
+            n = params.mask[:, :-1].sum(1).double()  # [B] characters
+            kappa0 = n + 1
+            alpha0_q = params.alpha.double().sum(-1)  # [B], prior included
+            alpha0_p = 1.0 + n * c.alpha_delta
+            l_d = (kl_dirichlet(alpha0_q, alpha0_p, kappa0) / kappa0).mean().float()
+            l_g = kl_gaussian(params).mean()
+            encoding.stats[f"{KL_DIRICHLET}/layer_{number}"] = l_d.detach()
+            encoding.stats[f"{KL_GAUSSIAN}/layer_{number}"] = l_g.detach()
+            dirichlet = dirichlet + beta * l_d
+            gaussian = gaussian + beta * l_g
+        encoding.stats["kl_weight"] = torch.tensor(anneal, device=encoding.memory.device)
+        return {
+            KL_DIRICHLET: anneal * c.lambda_d * dirichlet,
+            KL_GAUSSIAN: anneal * c.lambda_g * gaussian,
+        }

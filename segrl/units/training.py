@@ -1,0 +1,284 @@
+"""One training loop for every unit model: ``train_unit_model(config)``.
+
+Read top to bottom: load and check the inputs (before anything is logged), build the model and the
+optimiser, resume from ``<run folder>/last.pt`` when it is there, then per step: a batch of training
+sentences, deletion noise, the model's loss (autocast for bf16/fp16), clipped optimiser step, learning
+rate schedule. Every ``log_every`` steps every loss term and diagnostic goes to MLflow (``train/...``)
+with training characters per second; every ``eval_every`` steps the validation metrics
+(``valid/...``, segments scored on a sample of the gold words); every ``checkpoint_every`` steps a
+checkpoint. At the end: the test-set evaluation with the standard metric names (the run is registered
+for ``segrl compare`` as kind ``units``), attention maps as images, the robustness curves, and the
+model folder (``segrl.units.saving``) as an artifact.
+
+Batches and noise are functions of (seed, step), and the checkpoint holds every RNG state, so a run
+interrupted and resumed gives the same model as one that never stopped (on CPU, same threads).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from segrl import tracking
+from segrl.checkpoint import load_checkpoint, save_checkpoint
+from segrl.config import config_to_dict
+from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.data.batching import iterate_batches
+from segrl.errors import ConfigError, DataError, ModelError
+from segrl.runtime import autocast, resolve_device, seed_everything
+from segrl.units.base import make_autoencoder_batch
+from segrl.units.config import UnitsConfig, UnitsTrainConfig
+from segrl.units.evaluation import evaluate_unit_model
+from segrl.units.experiment import UNITS_KIND, final_evaluation
+from segrl.units.noise import delete_characters
+from segrl.units.saving import MODEL_FILE, build_model, save_unit_model
+
+CHECKPOINT_FILE = "last.pt"
+RESUME_INDEPENDENT = ("device", "threads", "log_every", "eval_every", "checkpoint_every")
+"""Training options that may change when a run resumes (they do not change what is computed)."""
+
+
+@dataclass
+class TrainResult:
+    metrics: dict[str, float]
+    """Test-set metrics (standard names of ``segrl.metrics`` plus the reconstruction terms)."""
+    folder: Path
+    """The model folder (``segrl units eval FOLDER``)."""
+    run_id: str | None
+    resumed_from: int
+    """The step the run resumed from (0 for a fresh run)."""
+
+
+def make_optimizer(model: torch.nn.Module, train: UnitsTrainConfig) -> torch.optim.Optimizer:
+    cls = {"radam": torch.optim.RAdam, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    return cls[train.optimizer](model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
+
+
+def lr_factor(step: int, train: UnitsTrainConfig) -> float:
+    """Learning-rate multiplier at ``step``: linear warm-up, then constant or a cosine cool-down to 0
+    at the last step."""
+    if step < train.warmup_steps:
+        return (step + 1) / train.warmup_steps
+    if train.schedule == "constant":
+        return 1.0
+    span = max(train.steps - train.warmup_steps, 1)
+    return 0.5 * (1.0 + math.cos(math.pi * min(step - train.warmup_steps, span) / span))
+
+
+def training_batches(
+    texts: Sequence[str], batch_size: int, seed: int, start_step: int = 0
+) -> Iterator[list[str]]:
+    """Shuffled batches, epoch after epoch (epoch ``e`` shuffled with ``seed + e``), from ``start_step``
+    on: the same sequence whether or not a run was interrupted."""
+    per_epoch = math.ceil(len(texts) / batch_size)
+    epoch, offset = divmod(start_step, per_epoch)
+    while True:
+        batches = iterate_batches(texts, batch_size, shuffle=True, seed=seed + epoch)
+        for i, batch in enumerate(batches):
+            if i >= offset:
+                yield batch
+        epoch, offset = epoch + 1, 0
+
+
+def noised(texts: Sequence[str], prob: float, seed: int, step: int) -> list[str]:
+    """``texts`` with deletion noise drawn from (seed, step)."""
+    rng = random.Random(f"noise:{seed}:{step}")
+    return [delete_characters(t, prob, rng) for t in texts]
+
+
+def resume_key(config: UnitsConfig) -> dict:
+    """What must match for a checkpoint to be resumed under ``config``."""
+    values = config_to_dict(config)
+    train = {k: v for k, v in values["train"].items() if k not in RESUME_INDEPENDENT}
+    return {
+        "model": values["model"],
+        "arch": values["arch"],
+        "data": values["data"],
+        "train": train,
+    }
+
+
+def check_inputs(corpus: Corpus, config: UnitsConfig) -> None:
+    if not corpus.train:
+        raise DataError(f"{corpus.settings.get('source')}: no training sentences")
+    if not corpus.valid or not corpus.test:
+        raise DataError(
+            f"{corpus.settings.get('source')}: the valid or test split is empty; give a larger "
+            "corpus or raise data.valid_fraction / data.test_fraction"
+        )
+    longest = max(len(s) for s in corpus.sentences)
+    max_len = getattr(config.arch, "max_len", None)
+    if max_len is not None and longest + 1 > max_len:
+        raise ConfigError(
+            f"sentences of up to {longest} characters do not fit arch.max_len={max_len}; raise it"
+        )
+
+
+def train_unit_model(
+    config: UnitsConfig,
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+) -> TrainResult:
+    """Train ``config.model`` as ``config`` says (resuming from its run folder's checkpoint when
+    there is one), evaluate it and log everything to MLflow. Returns the test metrics."""
+    train = config.train
+    # Inputs first: a bad corpus, gold file, option or store stops the run before anything is logged.
+    tracking.ensure_reachable()
+    corpus = corpus or load_corpus(config.data)
+    gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+    check_inputs(corpus, config)
+    device = resolve_device(train.device)
+    folder = config.run_folder
+    checkpoint_path = folder / CHECKPOINT_FILE
+    if (folder / MODEL_FILE).exists() and not checkpoint_path.exists():
+        raise ConfigError(
+            f"{folder} already holds a trained model; choose another output folder (--output) or "
+            "run name, or evaluate it with `segrl units eval`"
+        )
+    if train.threads:
+        torch.set_num_threads(train.threads)
+    seed_everything(train.seed)
+    vocab = corpus.vocab
+    model = build_model(config, len(vocab)).to(device)
+    optimizer = make_optimizer(model, train)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
+    scaler = torch.amp.GradScaler(device.type, enabled=train.precision == "fp16")
+    step, run_id = 0, None
+    if checkpoint_path.exists():
+        state = load_checkpoint(checkpoint_path, map_location=device)
+        if state.get("resume_key") != resume_key(config):
+            raise ConfigError(
+                f"{checkpoint_path} is a checkpoint of another config; resume with the same "
+                "options, or choose another output folder (--output) or run name"
+            )
+        if state["vocab"] != vocab.to_dict():
+            raise ConfigError(f"{checkpoint_path} was trained on a corpus with another vocabulary")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        step, run_id = state["step"], state["run_id"]
+    resumed_from = step
+    run_name = config.tracking.run_name or config.model
+    tags = {tracking.KIND_TAG: UNITS_KIND}
+    with tracking.start_run(config, config.tracking.experiment, run_name, tags, run_id) as run:
+        run_id = run.info.run_id
+        if not resumed_from:
+            tracking.log_dict(corpus.settings, "corpus.json")
+            tracking.log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
+
+        def save(at_step: int) -> None:
+            save_checkpoint(
+                checkpoint_path,
+                model=model.state_dict(),
+                optimizer=optimizer.state_dict(),
+                scheduler=scheduler.state_dict(),
+                scaler=scaler.state_dict(),
+                step=at_step,
+                run_id=run_id,
+                resume_key=resume_key(config),
+                vocab=vocab.to_dict(),
+            )
+
+        n_gold = min(config.eval.gold_words_during_training, len(gold))
+        valid_gold = random.Random(train.seed).sample(gold, n_gold)
+
+        def evaluate_valid(at_step: int) -> None:
+            metrics = evaluate_unit_model(
+                model, vocab, corpus.valid, valid_gold, config.eval.batch_size,
+                train.precision, train.deletion_prob, train.seed,
+            )  # fmt: skip
+            tracking.log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=at_step)
+
+        batches = training_batches(corpus.train, train.batch_size, train.seed, step)
+        window = _Window()
+        model.train()
+        progress_bar = tqdm(
+            total=train.steps, initial=step, desc=f"units {config.model}", mininterval=2.0
+        )
+        try:
+            while step < train.steps:
+                texts = next(batches)
+                started = time.perf_counter()
+                batch = make_autoencoder_batch(
+                    vocab, texts, noised(texts, train.deletion_prob, train.seed, step), device
+                )
+                with autocast(device, train.precision):
+                    out = model.loss(batch, progress=step / train.steps)
+                if not torch.isfinite(out.total):
+                    raise ModelError(
+                        f"non-finite loss at step {step} ({_describe(out.terms)}); the last "
+                        f"checkpoint in {folder} is intact. Lower train.lr or use fp32."
+                    )
+                optimizer.zero_grad(set_to_none=True)
+                scaler.scale(out.total).backward()
+                if train.grad_clip > 0:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                step += 1
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                window.add(out, sum(len(t) for t in texts), time.perf_counter() - started)
+                progress_bar.update(1)
+                if step % train.log_every == 0 or step == train.steps:
+                    logged = window.flush()
+                    logged["train/lr"] = scheduler.get_last_lr()[0]
+                    tracking.log_metrics(logged, step=step)
+                    progress_bar.set_postfix(loss=f"{logged['train/loss']:.3f}")
+                if step % train.checkpoint_every == 0 and step < train.steps:
+                    save(step)
+                if step % train.eval_every == 0 or step == train.steps:
+                    evaluate_valid(step)
+        except KeyboardInterrupt:
+            if step > resumed_from:
+                save(step)
+            raise
+        finally:
+            progress_bar.close()
+        save(step)
+        metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
+        save_unit_model(folder, model, vocab, config)
+        tracking.log_artifact(folder / MODEL_FILE, "model")
+        for name in ("config.toml", "vocab.json"):
+            tracking.log_artifact(folder / name, "model")
+        checkpoint_path.unlink()
+    return TrainResult(metrics, folder, run_id, resumed_from)
+
+
+class _Window:
+    """Means of the loss terms and diagnostics over the steps since the last log, and speed."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.steps = 0
+        self.chars = 0
+        self.seconds = 0.0
+
+    def add(self, out, chars: int, seconds: float) -> None:
+        values = {"train/loss": out.total, **{f"train/{k}": v for k, v in out.terms.items()}}
+        values.update({f"train/{k}": v for k, v in out.stats.items()})
+        for name, value in values.items():
+            self.sums[name] = self.sums.get(name, 0.0) + float(value.detach())
+        self.steps += 1
+        self.chars += chars
+        self.seconds += seconds
+
+    def flush(self) -> dict[str, float]:
+        out = {k: v / max(self.steps, 1) for k, v in self.sums.items()}
+        out["train/chars_per_second"] = self.chars / self.seconds if self.seconds else 0.0
+        self.__init__()
+        return out
+
+
+def _describe(terms: dict[str, torch.Tensor]) -> str:
+    return ", ".join(f"{k}={float(v):.4g}" for k, v in terms.items())

@@ -1,0 +1,322 @@
+"""The shared unit-model infrastructure: layers, batches, noise, configs, the training loop, resume,
+saving and evaluation, the ``segrl units`` command; exercised with the plain Transformer."""
+
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from mlflow.tracking import MlflowClient
+
+from segrl import tracking
+from segrl.cli import EXIT_USER_ERROR, main
+from segrl.data import load_corpus
+from segrl.data.corpus import PLACEHOLDER
+from segrl.data.vocab import CharVocab
+from segrl.errors import ConfigError, ModelError
+from segrl.metrics import BOUNDARY_F1, SEGMENT_F1
+from segrl.units.base import RECONSTRUCTION, make_autoencoder_batch
+from segrl.units.config import build_units_config, units_config_class
+from segrl.units.evaluation import reconstruction_metrics, segment_texts
+from segrl.units.layers import Attention, masked_softmax
+from segrl.units.noise import delete_characters, noise_alphabet, perturb
+from segrl.units.registry import model_class
+from segrl.units.saving import load_unit_model
+from segrl.units.training import lr_factor, train_unit_model, training_batches
+from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
+
+TINY = {
+    "arch.dim": 32,
+    "arch.feed_forward": 32,
+    "arch.encoder_layers": 2,
+    "arch.decoder_layers": 1,
+    "train.batch_size": 16,
+    "train.eval_every": 1000,
+    "train.log_every": 5,
+    "train.threads": 1,
+    "gold.max_words": 60,
+    "eval.gold_words_during_training": 30,
+    "eval.robustness_sentences": 8,
+    "eval.robustness_rates": [0.0, 0.2],
+    "eval.robustness_kinds": ["swap", "insert"],
+    "eval.figure_valid_sentences": 1,
+}
+
+
+def tiny_config(corpus_file, tmp_path, **changes):
+    overrides = {**TINY, "data.corpus": str(corpus_file), "output_dir": str(tmp_path / "run")}
+    overrides.update(changes)
+    return build_units_config("transformer", None, overrides)
+
+
+def test_attention_matches_torch_reference():
+    torch.manual_seed(0)
+    attention = Attention(8, heads=2)
+    x = torch.randn(3, 5, 8)
+    keys = torch.randn(3, 4, 8)
+    mask = torch.tensor([[True] * 4, [True, True, False, False], [True, False, True, True]])
+    out, weights = attention(x, keys, key_mask=mask)
+    q = attention.split_heads(attention.query(x))
+    k = attention.split_heads(attention.key(keys))
+    v = attention.split_heads(attention.value(keys))
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
+    assert torch.allclose(out, attention.out(attention.merge_heads(expected)), atol=1e-6)
+    assert weights.shape == (3, 2, 5, 4)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 2, 5))
+    assert (weights[1, :, :, 2:] == 0).all()
+
+
+def test_causal_attention_sees_no_future():
+    attention = Attention(4)
+    x = torch.randn(1, 5, 4)
+    _, weights = attention(x, x, causal=True)
+    assert (weights[0, 0].triu(1) == 0).all()
+
+
+def test_fully_masked_rows_give_zero_weights_and_finite_gradients():
+    logits = torch.randn(2, 3, requires_grad=True)
+    mask = torch.tensor([[False, False, False], [True, False, True]])
+    weights = masked_softmax(logits, mask)
+    assert (weights[0] == 0).all()
+    assert weights[1].sum().item() == pytest.approx(1.0)
+    (weights * torch.arange(3.0)).sum().backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_autoencoder_batch_layout():
+    vocab = CharVocab.from_texts(["abc"], PLACEHOLDER)
+    batch = make_autoencoder_batch(vocab, ["abc", "a"], ["ac", "a"])
+    assert batch.source.tolist() == [vocab.encode("ac"), vocab.encode("a") + [vocab.pad_id]]
+    assert batch.decoder_input[:, 0].tolist() == [vocab.bos_id] * 2
+    assert batch.decoder_input[0, 1:].tolist() == vocab.encode("abc")
+    assert batch.target[0].tolist() == vocab.encode("abc") + [vocab.eos_id]
+    assert batch.target[1].tolist() == vocab.encode("a") + [vocab.eos_id] + [vocab.pad_id] * 2
+    assert batch.target_mask.sum(1).tolist() == [4, 2]
+    with pytest.raises(ValueError, match="empty"):
+        make_autoencoder_batch(vocab, ["abc"], [""])
+
+
+def test_deletion_noise():
+    rng = random.Random(0)
+    assert delete_characters("hello", 0.0, rng) == "hello"
+    assert all(len(delete_characters("hello", 0.999, rng)) == 1 for _ in range(20))
+    texts = ["abcdefghij" * 10] * 20
+    deleted = sum(100 - len(delete_characters(t, 0.1, rng)) for t in texts)
+    assert 120 < deleted < 280  # about 10% of 2000 characters
+
+
+@pytest.mark.parametrize("kind", ["swap", "delete", "insert", "substitute"])
+def test_perturbations(kind):
+    rng = random.Random(1)
+    alphabet = noise_alphabet(CharVocab.from_texts(["xyz abc"], PLACEHOLDER).symbols)
+    assert " " not in alphabet and "x" in alphabet
+    text = "the quick brown fox jumps over the lazy dog"
+    assert perturb(text, kind, 0.0, rng, alphabet) == text
+    noisy = perturb(text, kind, 0.3, rng, alphabet)
+    assert noisy != text
+    if kind == "swap":
+        assert sorted(noisy) == sorted(text)
+    elif kind == "delete":
+        assert len(noisy) < len(text)
+    elif kind == "insert":
+        assert len(noisy) > len(text)
+    else:
+        assert len(noisy) == len(text)
+    with pytest.raises(ValueError, match="unknown noise"):
+        perturb(text, "shuffle", 0.1, rng, alphabet)
+
+
+def test_units_config_layers(tmp_path):
+    config = build_units_config("transformer", None, {"arch.dim": 64, "train.lr": 3e-4})
+    assert isinstance(config.arch, TransformerConfig)
+    assert (config.arch.dim, config.train.lr) == (64, 3e-4)
+    assert type(config) is units_config_class("transformer")
+    path = tmp_path / "run.toml"
+    path.write_text('model = "transformer"\n[arch]\ndim = 48\n[train]\nsteps = 7\n')
+    config = build_units_config(None, path, {"train.steps": 9})
+    assert (config.model, config.arch.dim, config.train.steps) == ("transformer", 48, 9)
+    with pytest.raises(ConfigError, match="unknown unit model 'bogus'"):
+        build_units_config("bogus")
+    with pytest.raises(ConfigError, match="unknown option 'arch.width'"):
+        build_units_config("transformer", None, {"arch.width": 3})
+    with pytest.raises(ConfigError, match="train.precision"):
+        build_units_config("transformer", None, {"train.precision": "fp8"})
+
+
+def test_registry_builds_models():
+    cls = model_class("transformer")
+    assert cls is TransformerAutoencoder
+    model = cls(TransformerConfig(dim=16, feed_forward=16, encoder_layers=2), vocab_size=10)
+    ids = torch.tensor([[4, 5, 6], [4, 5, 0]])
+    encoding = model.encode(ids, ids != 0)
+    assert encoding.memory.shape == (2, 3, 16)
+    assert encoding.attention.shape == (2, 3, 3)
+    assert list(encoding.layer_attention) == ["layer 1", "layer 2"]
+    assert encoding.kept.tolist() == [3.0, 2.0]
+
+
+def test_lr_schedule_and_resumable_batches():
+    config = build_units_config("transformer", None, {"train.steps": 10, "train.warmup_steps": 2})
+    factors = [lr_factor(s, config.train) for s in range(10)]
+    assert factors[:2] == [0.5, 1.0]
+    assert factors[2] == pytest.approx(1.0) and factors[-1] < factors[5] < factors[2]
+    texts = [str(i) for i in range(10)]
+    straight = training_batches(texts, 4, seed=3)
+    first = [next(straight) for _ in range(7)]
+    resumed = training_batches(texts, 4, seed=3, start_step=4)
+    assert [next(resumed) for _ in range(3)] == first[4:]
+    assert sorted(sum(first[:3], [])) == sorted(texts)  # one epoch covers every text once
+
+
+@pytest.mark.slow
+def test_training_lowers_the_loss_and_registers_the_segmenter(
+    mlflow_store, small_corpus_file, tmp_path
+):
+    config = tiny_config(small_corpus_file, tmp_path, **{"train.steps": 200, "train.lr": 3e-3})
+    corpus = load_corpus(config.data)
+    model = TransformerAutoencoder(config.arch, len(corpus.vocab))
+    torch.manual_seed(config.train.seed)
+    before, _ = reconstruction_metrics(model, corpus.vocab, corpus.valid)
+    result = train_unit_model(config)
+    assert result.metrics[RECONSTRUCTION] < before[RECONSTRUCTION] - 0.5
+    for name in (SEGMENT_F1, BOUNDARY_F1, "reconstruction_clean", "kept_per_char"):
+        assert 0.0 <= result.metrics[name] < 10
+    assert result.metrics["kept_per_char"] == pytest.approx(1.0)
+    rows = tracking.segmenter_runs()
+    assert [(r["segmenter"], r["kind"]) for r in rows] == [("transformer", "units")]
+    assert rows[0][SEGMENT_F1] == pytest.approx(result.metrics[SEGMENT_F1])
+    artifacts = mlflow_store / "mlruns"
+    assert list(artifacts.rglob("attention/sentence_0.png"))
+    assert list(artifacts.rglob("robustness/accuracy.png"))
+    assert not (result.folder / "last.pt").exists()
+    # the saved model gives the same segments as the trained one
+    loaded, vocab, saved_config = load_unit_model(result.folder)
+    assert saved_config == config
+    texts = corpus.test[:5]
+    with torch.no_grad():
+        assert segment_texts(loaded, vocab, texts) == segment_texts(loaded, vocab, texts)
+    assert vocab == corpus.vocab
+    with pytest.raises(ConfigError, match="already holds a trained model"):
+        train_unit_model(config)
+
+
+@pytest.mark.slow
+def test_interrupted_training_resumes_to_the_same_model(
+    mlflow_store, small_corpus_file, tmp_path, monkeypatch
+):
+    common = {"train.steps": 12, "train.checkpoint_every": 4, "eval.robustness": False}
+    straight = tiny_config(small_corpus_file, tmp_path / "a", **common)
+    expected = train_unit_model(straight)
+
+    interrupted = tiny_config(small_corpus_file, tmp_path / "b", **common)
+    import segrl.units.training as training
+
+    calls = {"n": 0}
+    real = training.make_autoencoder_batch
+
+    def stop_at_step_7(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "make_autoencoder_batch", stop_at_step_7)
+    with pytest.raises(KeyboardInterrupt):
+        train_unit_model(interrupted)
+    assert (interrupted.run_folder / "last.pt").exists()
+    monkeypatch.setattr(training, "make_autoencoder_batch", real)
+    other = tiny_config(small_corpus_file, tmp_path / "b", **{**common, "arch.dim": 16})
+    with pytest.raises(ConfigError, match="checkpoint of another config"):
+        train_unit_model(other)
+    resumed = train_unit_model(interrupted)
+    assert resumed.resumed_from == 7
+    first, _, _ = load_unit_model(expected.folder)
+    second, _, _ = load_unit_model(resumed.folder)
+    for (name, a), b in zip(first.state_dict().items(), second.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert resumed.metrics[RECONSTRUCTION] == pytest.approx(expected.metrics[RECONSTRUCTION])
+    run = MlflowClient(tracking.tracking_uri()).get_run(resumed.run_id)
+    assert run.info.status == "FINISHED"
+    steps = [m.step for m in MlflowClient().get_metric_history(resumed.run_id, "train/loss")]
+    assert steps == [5, 10, 12]  # one history across the interruption
+
+
+def test_load_unit_model_errors(tmp_path):
+    with pytest.raises(ModelError, match="no model.pt"):
+        load_unit_model(tmp_path)
+
+
+@pytest.mark.slow
+def test_units_cli_train_eval_compare(mlflow_store, small_corpus_file, tmp_path, capsys):
+    folder = tmp_path / "m"
+    args = ["units", "train", "--model", "transformer", "--steps", "10", "--output", str(folder)]
+    args += ["--corpus", str(small_corpus_file), "--gold-max-words", "40", "--threads", "1"]
+    args += [f"--set={k}={v}" for k, v in TINY.items() if not k.startswith("gold")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "[transformer] segment_f1" in out and f"model: {folder}" in out
+    assert main(["units", "eval", str(folder), str(folder), "--gold-max-words", "40"]) == 0
+    assert out.count("[transformer]") == 1
+    assert capsys.readouterr().out.count("[transformer] segment_f1") == 2
+    assert main(["compare"]) == 0
+    assert "transformer  units" in capsys.readouterr().out
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("segrl").experiment_id
+    names = {r.info.run_name for r in client.search_runs([experiment])}
+    assert {"transformer", "eval-transformer", "robustness-comparison"} <= names
+
+
+def test_units_cli_bad_input(mlflow_store, tmp_path):
+    for args, message in [
+        (["units", "train", "--model", "bogus"], "unknown unit model 'bogus'"),
+        (["units", "train", "--set", "arch.dim"], "write KEY=VALUE"),
+        (["units", "train", "--set", "arch.dim=wide"], "arch.dim must be int"),
+        (["units", "eval", str(tmp_path / "none")], "no model.pt here"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "segrl", *args],
+            capture_output=True,
+            text=True,
+            cwd=mlflow_store,
+            timeout=300,
+        )
+        assert result.returncode == EXIT_USER_ERROR, (args, result.stderr)
+        assert message in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (mlflow_store / "mlruns").exists()
+
+
+def test_gold_words_are_segmented_alone():
+    model = TransformerAutoencoder(TransformerConfig(dim=16, feed_forward=16), vocab_size=40)
+    vocab = CharVocab.from_texts(["walked talks"], PLACEHOLDER)
+    segments = segment_texts(model, vocab, ["walked", "", "talks"])
+    assert (
+        "".join(segments[0]) == "walked" and segments[1] == [] and "".join(segments[2]) == "talks"
+    )
+
+
+def test_robustness_curves_and_comparison_plot(mlflow_store):
+    from segrl.units.robustness import log_robustness, robustness_curves
+
+    config = build_units_config(
+        "transformer",
+        None,
+        {"arch.dim": 16, "arch.feed_forward": 16, "eval.robustness_rates": [0.0, 0.3]},
+    )
+    texts = ["the cat sat on the mat", "a dog ran home", "what ever you are"]
+    vocab = CharVocab.from_texts(texts, PLACEHOLDER)
+    model = TransformerAutoencoder(config.arch, len(vocab))
+    rows = robustness_curves(model, vocab, texts, config)
+    assert [(r["kind"], r["rate"]) for r in rows] == [
+        (kind, rate) for kind in ("swap", "delete", "insert", "substitute") for rate in (0.0, 0.3)
+    ]
+    clean = [r for r in rows if r["rate"] == 0.0]
+    assert len({(r[RECONSTRUCTION], r["accuracy"]) for r in clean}) == 1  # rate 0: the same input
+    noisy = {r["kind"]: r[RECONSTRUCTION] for r in rows if r["rate"] == 0.3}
+    assert noisy["insert"] != clean[0][RECONSTRUCTION]
+    with tracking.start_run({"what": "robustness"}, "segrl", "robustness"):
+        log_robustness({"a": rows, "b": rows})
+    assert list((mlflow_store / "mlruns").rglob("robustness/accuracy.png"))
+    assert list((mlflow_store / "mlruns").rglob("robustness/robustness.json"))
