@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-SHARED_DATA = SHARED / "data"
+SHARED_DATA = Path(os.environ.get("SEGRL_SHARED_DATA") or SHARED / "data")
+"""``../shared/data`` beside the checkout, or ``$SEGRL_SHARED_DATA`` (a checkout elsewhere)."""
 
 
 @pytest.fixture(autouse=True)
