@@ -15,12 +15,7 @@ from segrl.lm.training import LMTrainer, bits_per_char
 VOCAB = CharVocab.from_texts(["the cats walked home", "unexpectedly"], "?")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small(model="slm", **options):
@@ -45,6 +40,9 @@ def test_decisions_become_segments_with_spaces_forced():
     assert batch.decisions()[0].tolist() == [0, 1, 1, 1, 0, 0, 1]
     again = SegmentedBatch.from_segments(VOCAB, [["th", "e ", "cat", "s"], ["walk", "ed"]])
     assert torch.equal(again.ends, batch.ends)
+    hidden = SegmentedBatch.from_decisions(VOCAB, ["thecats"], torch.tensor([[0, 0, 1, 0, 0, 1]]))
+    assert hidden.segments() == [["the", "cat", "s"]]  # word discovery: every position is free
+    assert hidden.flippable[0].tolist() == [1, 1, 1, 1, 1, 1, 0]
     rows, starts, lengths = batch.segment_spans()
     assert list(zip(rows.tolist(), starts.tolist(), lengths.tolist(), strict=True)) == [
         (0, 0, 2), (0, 2, 1), (0, 4, 3), (0, 7, 1), (1, 0, 4), (1, 4, 2)

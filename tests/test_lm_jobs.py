@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config
@@ -20,12 +19,7 @@ from tests.conftest import shared_path, write_small_corpus
 TINY = {"char_dim": 8, "embedding_dim": 16, "hidden_dim": 16, "speller_dim": 16}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

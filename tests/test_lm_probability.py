@@ -24,13 +24,7 @@ VOCAB = CharVocab(["a", "b", " "], "?")
 N = 4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one thread avoids thread hand-off costs (large on a loaded machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(model: str, max_segment_length=None, lexicon=None, seed=0, context="lstm"):
@@ -222,6 +216,15 @@ def test_flip_sign_favours_the_better_decision():
     assert kept[0, 0] > 0 and split[0, 0] < 0
     assert kept[0, 0].item() == pytest.approx(-split[0, 0].item(), abs=1e-5)
     assert kept[0, 1] == 0 and kept[0, 2] == 0  # forced positions around the space
+    # the incremental rewards agree: "ab" scores more than "a" then "b"
+    whole = lm.score(lm.segmented(segments=[["ab", " ", "ab"]])).per_position
+    parts = lm.score(lm.segmented(segments=[["a", "b", " ", "ab"]])).per_position
+    assert whole[0, 1] > parts[0, 0] + parts[0, 1]
+    assert torch.allclose(whole[0, 3:], parts[0, 3:])  # the second word's segment is the same
+    # and so do the posterior and Viterbi: no boundary inside "ab"
+    chars = lm.encode(["ab ab"])
+    assert lm.boundary_posteriors(chars)[0, 0] < 0.5
+    assert lm.viterbi(chars)[0].segments() == [["ab", "ab"]]
 
 
 def test_lexicon_mixture_is_normalised():

@@ -41,11 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="checkpoint and best model (default runs/lm-train); a rerun resumes from it",
     )
-    _add_lm_args(train)
-    add_config_arg(train)
-    add_data_args(train)
-    add_gold_args(train)
-    add_tracking_args(train)
+    _add_common_args(train, gold=True)
     train.set_defaults(func=run_train)
 
     levels = commands.add_parser(
@@ -73,10 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="report bits per character on this file instead of the corpus's test split",
     )
-    _add_lm_args(levels)
-    add_config_arg(levels)
-    add_data_args(levels)
-    add_tracking_args(levels)
+    _add_common_args(levels, gold=False)
     levels.set_defaults(func=run_levels_command)
 
 
@@ -89,6 +82,15 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--threads", dest="_threads", type=int, metavar="N", help="PyTorch CPU threads"
     )
+
+
+def _add_common_args(parser: argparse.ArgumentParser, gold: bool) -> None:
+    _add_lm_args(parser)
+    add_config_arg(parser)
+    add_data_args(parser)
+    if gold:
+        add_gold_args(parser)
+    add_tracking_args(parser)
 
 
 def _add_lm_args(parser: argparse.ArgumentParser) -> None:

@@ -32,6 +32,7 @@ from segrl.data.vocab import CharVocab
 from segrl.errors import ModelError
 from segrl.lm.config import LMConfig
 from segrl.lm.segmented import SPACE, SegmentedBatch
+from segrl.lm.speller import Speller
 
 
 @dataclass
@@ -69,6 +70,20 @@ class SegmentLM(nn.Module, ABC):
         (a segment ending with a space was terminated by that space)."""
 
     # --- shared ----------------------------------------------------------------------------------
+    def make_speller(self, embedding: nn.Embedding) -> Speller:
+        """The speller of this model: conditioned on ``hidden_dim`` vectors, reading ``embedding``."""
+        return Speller(
+            embedding,
+            cond_dim=self.config.hidden_dim,
+            hidden_dim=self.config.speller_dim,
+            eos_id=self.vocab.eos_id,
+            space_id=self.space_id,
+            pad_id=self.vocab.pad_id,
+            bos_id=self.vocab.bos_id,
+            max_length=self.config.max_segment_length,
+            dropout=self.config.dropout,
+        )
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
@@ -145,7 +160,8 @@ class SegmentLM(nn.Module, ABC):
         after_space = torch.tensor(
             [bool(prefix) and prefix[-1].endswith(SPACE)], device=self.device
         )
-        logp = self.speller.log_probs(cond, inputs, torch.tensor([inputs.shape[1]]), after_space)
+        lengths = torch.tensor([inputs.shape[1]], device=self.device)
+        logp = self.speller.log_probs(cond, inputs, lengths, after_space)
         return logp[0, -1]
 
     def check_segment_lengths(self, batch: SegmentedBatch) -> None:

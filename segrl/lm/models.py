@@ -7,10 +7,7 @@ A saved model is a folder: ``model.pt`` (weights, config, lexicon) and ``vocab.j
 from __future__ import annotations
 
 import dataclasses
-import os
 import pickle
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +16,7 @@ import torch
 
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
+from segrl.files import atomic_folder
 from segrl.lm.base import SegmentLM
 from segrl.lm.config import CONTEXTS, MODELS, LMConfig
 from segrl.lm.segment_lstm import SegmentLSTM
@@ -56,29 +54,16 @@ def lexicon_of(model: SegmentLM) -> list[str]:
 def save_lm(model: SegmentLM, path: str | Path) -> Path:
     """Save ``model`` to the folder ``path`` (replaced atomically if it exists)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with atomic_folder(path) as tmp:
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-        torch.save(
-            {
-                "format": FORMAT,
-                "config": dataclasses.asdict(model.config),
-                "lexicon": lexicon_of(model),
-                "state": state,
-            },
-            tmp / MODEL_FILE,
-        )
+        saved = {
+            "format": FORMAT,
+            "config": dataclasses.asdict(model.config),
+            "lexicon": lexicon_of(model),
+            "state": state,
+        }
+        torch.save(saved, tmp / MODEL_FILE)
         model.vocab.save(tmp / VOCAB_FILE)
-        if path.exists():
-            old = path.with_name(f".{path.name}.old.{os.getpid()}")
-            path.rename(old)
-            tmp.rename(path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

@@ -26,7 +26,6 @@ from segrl.lm.config import LMConfig
 from segrl.lm.lexicon import Lexicon
 from segrl.lm.rnn import RaggedLSTM
 from segrl.lm.segmented import SegmentedBatch
-from segrl.lm.speller import Speller
 
 
 class SegmentLSTM(SegmentLM):
@@ -48,17 +47,7 @@ class SegmentLSTM(SegmentLM):
         self.start = nn.Parameter(torch.zeros(config.embedding_dim))
         self.lstm = nn.LSTM(config.embedding_dim, config.hidden_dim, batch_first=True)
         self.dropout = nn.Dropout(config.dropout)
-        self.speller = Speller(
-            self.embedding,
-            cond_dim=config.hidden_dim,
-            hidden_dim=config.speller_dim,
-            eos_id=vocab.eos_id,
-            space_id=self.space_id,
-            pad_id=vocab.pad_id,
-            bos_id=vocab.bos_id,
-            max_length=config.max_segment_length,
-            dropout=config.dropout,
-        )
+        self.speller = self.make_speller(self.embedding)
         self.lexicon = Lexicon(lexicon, config.hidden_dim) if lexicon else None
 
     def segment_states(self, batch: SegmentedBatch) -> tuple[torch.Tensor, torch.Tensor, tuple]:

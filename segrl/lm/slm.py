@@ -33,7 +33,7 @@ from segrl.lm import lattice
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_mask
-from segrl.lm.speller import NEG_INF, Speller
+from segrl.lm.speller import NEG_INF
 
 
 class SLM(SegmentLM):
@@ -47,17 +47,7 @@ class SLM(SegmentLM):
         self.context = nn.LSTM(config.char_dim, config.hidden_dim, batch_first=True)
         self.no_context = nn.Parameter(torch.zeros(config.hidden_dim))
         self.dropout = nn.Dropout(config.dropout)
-        self.speller = Speller(
-            self.embedding,
-            cond_dim=config.hidden_dim,
-            hidden_dim=config.speller_dim,
-            eos_id=vocab.eos_id,
-            space_id=self.space_id,
-            pad_id=vocab.pad_id,
-            bos_id=vocab.bos_id,
-            max_length=config.max_segment_length,
-            dropout=config.dropout,
-        )
+        self.speller = self.make_speller(self.embedding)
 
     # --- the context -----------------------------------------------------------------------------
     def context_states(self, chars: CharBatch) -> torch.Tensor:
@@ -93,7 +83,8 @@ class SLM(SegmentLM):
         spans = self.speller.span_scores(
             states[rows, starts], chars.ids, space, rows, starts, lengths
         )  # [N, R + 1]
-        at_end = self.speller.end_scores(states[torch.arange(batch), chars.lengths])  # [B]
+        texts = torch.arange(batch, device=states.device)
+        at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
         reaches_end = (starts.unsqueeze(1) + torch.arange(longest + 1, device=spans.device)) == (
             chars.lengths[rows].unsqueeze(1)
         )

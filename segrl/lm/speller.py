@@ -165,5 +165,6 @@ class Speller(nn.Module):
     def end_scores(self, cond: torch.Tensor) -> torch.Tensor:
         """[N] ``log p(end of text | cond)``: the empty segment, ``<eos>`` before any character."""
         inputs = torch.full((cond.shape[0], 1), self.bos_id, device=cond.device)
-        logp = self.log_probs(cond, inputs, torch.ones(cond.shape[0], dtype=torch.long))
+        lengths = torch.ones(cond.shape[0], dtype=torch.long, device=cond.device)
+        logp = self.log_probs(cond, inputs, lengths)
         return logp[:, 0, self.eos_id]
