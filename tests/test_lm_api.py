@@ -163,3 +163,33 @@ def test_training_on_segmentations_and_on_the_marginal_lowers_the_loss():
     assert bits_per_char(fresh.model, texts) == pytest.approx(bits_per_char(slm, texts))
     with pytest.raises(ModelError, match="needs the slm model"):
         LMTrainer(small("segment-lstm")).marginal_step(texts)
+
+
+def test_ragged_lstm_is_an_lstm():
+    """The ragged LSTM gives what ``nn.LSTM`` with the same weights gives on each sequence alone."""
+    from segrl.lm.rnn import RaggedLSTM
+
+    torch.manual_seed(0)
+    embedding = torch.nn.Embedding(7, 5)
+    ragged = RaggedLSTM(embedding, 4)
+    reference = torch.nn.LSTM(5, 4, batch_first=True)
+    cell = ragged.cell
+    reference.load_state_dict(
+        {
+            "weight_ih_l0": cell.weight_ih,
+            "weight_hh_l0": cell.weight_hh,
+            "bias_ih_l0": cell.bias_ih,
+            "bias_hh_l0": cell.bias_hh,
+        }
+    )
+    inputs = torch.tensor([[1, 2, 3, 0], [4, 5, 6, 6], [2, 0, 0, 0]])
+    lengths = torch.tensor([3, 4, 1])
+    h0, c0 = torch.randn(3, 4), torch.randn(3, 4)
+    output, row, step, last = ragged(inputs, lengths, (h0, c0))
+    assert output.shape == (8, 4) and step.tolist() == [0, 0, 0, 1, 1, 2, 2, 3]
+    for n in range(3):
+        state = (h0[n].view(1, 1, 4), c0[n].view(1, 1, 4))
+        expected, _ = reference(embedding(inputs[n : n + 1, : lengths[n]]), state)
+        mine = output[row == n]
+        assert torch.allclose(mine, expected[0], atol=1e-6)
+        assert torch.allclose(last[n], expected[0, -1], atol=1e-6)

@@ -5,7 +5,12 @@ forward algorithm) on the training split, as word types (each distinct word once
 whole sentences; held-out bits per character are measured on the valid split after every epoch, and
 training stops when they have not improved for ``patience`` epochs (the model overfits quickly on a
 small corpus), keeping the best weights. The best model then segments words by Viterbi decoding and is
-scored with ``segrl.metrics`` like every other segmenter, and registered for ``segrl compare``.
+scored with ``segrl.metrics`` like every other segmenter, and registered for ``segrl compare``; its
+``bits_per_char`` is the marginal one on the test texts (unseen word types, or sentences).
+
+The model has no context by default (``context = "none"``): trained by marginal likelihood with
+the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
+while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
 
 An interrupted run resumes from the checkpoint it writes after every epoch (same config, same output
 folder).

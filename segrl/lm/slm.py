@@ -70,12 +70,12 @@ class SLM(SegmentLM):
 
     # --- spans -----------------------------------------------------------------------------------
     def span_runs(
-        self, chars: CharBatch, space: torch.Tensor, run_length: torch.Tensor, states=None
+        self, chars: CharBatch, space: torch.Tensor, run_length: torch.Tensor
     ) -> torch.Tensor:
         """``[B, L, R + 1]``: for every start ``a`` with ``run_length[b, a] > 0``, the log-probability
         of the segment of each length ``l <= run_length[b, a]`` starting there (terminator included,
         and the end of the text for a span that reaches it); -inf elsewhere."""
-        states = self.context_states(chars) if states is None else states  # [B, L + 1, H]
+        states = self.context_states(chars)  # [B, L + 1, H]
         batch, width = chars.ids.shape
         rows, starts = (run_length > 0).nonzero(as_tuple=True)  # [N]
         lengths = run_length[rows, starts]
@@ -128,8 +128,7 @@ class SLM(SegmentLM):
         def span(start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
             return _lookup(table, start, length)
 
-        following = positions.clamp(max=width - 1) + 1
-        following = following.clamp(max=width - 1)
+        following = (positions + 1).clamp(max=width - 1)
         own = span(first, last - first + 1)
         # a boundary after i: segments (first, i) and (i + 1, last[i + 1]) merge
         left = span(first, positions - first + 1)
@@ -152,6 +151,7 @@ class SLM(SegmentLM):
 
     def marginal_loss(self, chars: CharBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """``-log p(X)`` per character (to minimise), and its value in bits per character."""
+        chars = chars.to(self.device)
         total = self.log_marginal(chars)
         loss = -total.sum() / (chars.lengths + 1).sum()
         return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
