@@ -143,13 +143,14 @@ def test_training_on_segmentations_and_on_the_marginal_lowers_the_loss():
     texts = ["the cats walked home", "the cat walked"] * 4
     for model in ("slm", "segment-lstm"):
         lm = small(model, dropout=0.0)
-        batch = lm.segmented(segments=[[w for w in t.split()] for t in texts])
-        before = bits_per_char(lm, texts, batch.segments())
+        words = [[w for word in t.split() for w in (" ", word)][1:] for t in texts]
+        batch = lm.segmented(segments=words)
+        before = bits_per_char(lm, texts, words)
         trainer = LMTrainer(lm, lr=1e-2)
         for _ in range(15):
             stats = trainer.step(batch)
         assert stats["bits_per_char"] == pytest.approx(stats["nll"] / math.log(2))
-        assert bits_per_char(lm, texts, batch.segments()) < before - 0.5
+        assert bits_per_char(lm, texts, words) < before - 0.5
         assert lm.training  # the trainer restores the mode it found
     slm = small("slm", dropout=0.0)
     before = bits_per_char(slm, texts)
@@ -161,6 +162,8 @@ def test_training_on_segmentations_and_on_the_marginal_lowers_the_loss():
     fresh = LMTrainer(small("slm", dropout=0.0), lr=1e-2)
     fresh.load_state_dict(trainer.state_dict())
     assert bits_per_char(fresh.model, texts) == pytest.approx(bits_per_char(slm, texts))
+    with pytest.raises(ValueError, match="do not spell"):
+        bits_per_char(slm, ["the cats"], [["the", "cats"]])  # the space is missing
     with pytest.raises(ModelError, match="needs the slm model"):
         LMTrainer(small("segment-lstm")).marginal_step(texts)
 

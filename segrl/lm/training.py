@@ -101,8 +101,9 @@ def bits_per_char(
                 nats -= slm.log_marginal(slm.encode(chunk)).sum().item()
                 chars += sum(len(t) + 1 for t in chunk)
         else:
-            if len(segmentations) != len(texts):
-                raise ValueError(f"{len(segmentations)} segmentations for {len(texts)} texts")
+            for text, segments in zip(texts, segmentations, strict=True):
+                if "".join(segments) != text:
+                    raise ValueError(f"segments {list(segments)[:5]}... do not spell {text[:40]!r}")
             for chunk in iterate_batches(list(segmentations), batch_size):
                 scores = model.score(model.segmented(segments=chunk))
                 nats -= scores.total.sum().item()
