@@ -8,12 +8,25 @@ from pathlib import Path
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-SHARED_DATA = SHARED / "data"
+SHARED_DATA = Path(os.environ.get("SEGRL_SHARED_DATA") or SHARED / "data")
+"""``../shared/data`` beside the checkout, or ``$SEGRL_SHARED_DATA`` (a checkout elsewhere)."""
 
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SEGRL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def one_thread():
+    """PyTorch on one thread for the test: tiny models run faster without thread hand-offs (much
+    faster on a loaded machine)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

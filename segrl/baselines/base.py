@@ -9,14 +9,13 @@ restored afterwards, so ``"".join(segment(w)) == w`` always holds.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
 from segrl.data.corpus import PLACEHOLDER, Corpus
 from segrl.errors import ModelError
+from segrl.files import atomic_folder
 
 META_FILE = "segmenter.json"
 
@@ -70,9 +69,7 @@ class Segmenter(ABC):
     def save(self, path: str | Path) -> Path:
         """Save to the folder ``path``, atomically: an interrupted save leaves any earlier model intact."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        with atomic_folder(path) as tmp:
             self._save_files(tmp)
             meta = {
                 "method": self.method,
@@ -81,16 +78,6 @@ class Segmenter(ABC):
                 "placeholder": self.placeholder,
             }
             (tmp / META_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-            if path.exists():
-                old = path.with_name(f".{path.name}.old")
-                shutil.rmtree(old, ignore_errors=True)
-                path.rename(old)
-                tmp.rename(path)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return path
 
     @classmethod

@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "segrl.cli.data",
     "segrl.cli.baseline",
     "segrl.cli.tracking",
+    "segrl.cli.lm",
     "segrl.cli.units",
 )
 EXIT_USER_ERROR = 2

@@ -1,0 +1,41 @@
+"""The configuration of a segmental language model (architecture only; training configs sit beside
+the code that trains)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODELS = ("slm", "segment-lstm")
+CONTEXTS = ("lstm", "words", "none")
+
+
+@dataclass
+class LMConfig:
+    """A segmental language model: which one and how big."""
+
+    model: str = "slm"
+    """``slm`` (segments conditioned on the character context; exact marginal, posteriors, local
+    flips) or ``segment-lstm`` (the study's LSTM over the segment sequence)."""
+    char_dim: int = 64
+    """Character embeddings (read by the context encoder, the speller and the segment composer)."""
+    embedding_dim: int = 256
+    """Segment embeddings of ``segment-lstm`` (composed from the segment's characters)."""
+    hidden_dim: int = 256
+    """The LSTM over segments (``segment-lstm``) or over the character context (``slm``)."""
+    context: str = "lstm"
+    """``slm``: what conditions each segment: ``lstm`` (an LSTM over all characters before it),
+    ``words`` (the same LSTM, read up to the start of the segment's word: the segments of a word are
+    independent given the words before it) or ``none`` (nothing: a unigram segment model with a
+    neural speller)."""
+    speller_dim: int = 256
+    """The speller LSTM (and the segment composer of ``segment-lstm``)."""
+    max_segment_length: int | None = None
+    """Most characters per segment; longer segments get probability 0. None: unbounded (with known
+    word boundaries the dynamic programs then span whole words). Set it for text without spaces,
+    where the dynamic programs would otherwise consider segments as long as the text."""
+    lexicon_size: int = 0
+    """``segment-lstm``: most frequent segments of the training segmentations kept in a lexicon whose
+    softmax is mixed with the speller (0: no lexicon, every segment is spelled)."""
+    lexicon_min_count: int = 2
+    """Segments seen fewer times than this stay out of the lexicon."""
+    dropout: float = 0.1

@@ -1,0 +1,114 @@
+"""Dynamic programs over all segmentations of a text: the forward algorithm (exact ``log p(X)``),
+posterior boundary probabilities, and Viterbi decoding.
+
+They work on a span table ``[B, L, R + 1]``: ``table[b, a, l]`` is the log-probability of the segment
+of ``l`` characters starting at character ``a`` of text ``b`` (its terminator included, and the end of
+the text for a span that reaches it), -inf where no such segment can occur (``l = 0``, across a
+space, past the text, longer than the model allows). A segment ending right before a space is followed
+by the next segment after the space (the space was its terminator).
+"""
+
+from __future__ import annotations
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+def logsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``torch.logsumexp`` that is -inf with a zero gradient (not NaN) where every entry is -inf."""
+    some = torch.isfinite(x).any(dim)
+    safe = torch.where(some.unsqueeze(dim), x, torch.zeros_like(x))
+    return torch.where(
+        some, torch.logsumexp(safe, dim), torch.full_like(some, NEG_INF, dtype=x.dtype)
+    )
+
+
+def spans_by_end(table: torch.Tensor) -> torch.Tensor:
+    """``[B, L + 1, R + 1]``: ``out[b, e, l] = table[b, e - l, l]``, the segment of length l ending
+    before character e (-inf where ``e - l < 0``)."""
+    batch, width, top = table.shape
+    ends = torch.arange(width + 1, device=table.device).unsqueeze(1)  # [L + 1, 1]
+    lengths = torch.arange(top, device=table.device).unsqueeze(0)  # [1, R + 1]
+    starts = ends - lengths  # [L + 1, R + 1]
+    valid = (starts >= 0) & (starts < width)
+    gathered = table[:, starts.clamp(0, width - 1), lengths.expand_as(starts)]
+    return torch.where(valid, gathered, NEG_INF)
+
+
+def forward(
+    table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor, viterbi: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The forward algorithm over segment ends.
+
+    Args:
+        table: [B, L, R + 1] span log-probabilities.
+        space: [B, L] bool, True at spaces.
+        lengths: [B] characters per text.
+        viterbi: max instead of sum, and back-pointers.
+    Returns:
+        ``log p(X)`` (or the best segmentation's log-probability) [B], and with ``viterbi`` the
+        back-pointers [B, L + 1] (length of the best segment ending before each position).
+    """
+    batch, width, top = table.shape
+    # One column per end position (unbind: a slice per step would cost a full-size gradient each)
+    by_end = spans_by_end(table)[:, :, 1:].unbind(1)  # L + 1 tensors [B, R]
+    space_before = space.unbind(1)  # L tensors [B]
+    window = table.new_full((batch, max(top - 1, 1)), NEG_INF)  # alpha at starts e-1, e-2, ...
+    window[:, 0] = 0.0
+    end_scores = [table.new_full((batch,), NEG_INF)]  # A_end[0]
+    pointers = []
+    for e in range(1, width + 1):
+        candidates = window[:, : top - 1] + by_end[e]  # [B, R]
+        if viterbi:
+            best, arg = candidates.max(dim=1)
+            pointers.append(arg + 1)
+        else:
+            best = logsumexp(candidates, dim=1)
+        end_scores.append(best)
+        # A segment may start at e unless a space precedes it; after a space, the segment that
+        # ended before the space is the one that counts.
+        start_score = torch.where(space_before[e - 1], end_scores[e - 1], best)
+        window = torch.cat([start_score.unsqueeze(1), window[:, :-1]], dim=1)
+    stacked = torch.stack(end_scores, dim=1)  # [B, L + 1]
+    total = stacked.gather(1, lengths.unsqueeze(1)).squeeze(1)
+    if not viterbi:
+        return total, None
+    back = torch.stack([torch.zeros_like(pointers[0]), *pointers], dim=1) if pointers else None
+    return total, back
+
+
+def backtrack(back: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Segment ends ``[B, L]`` (True at each segment's last character) from Viterbi back-pointers."""
+    ends = torch.zeros(space.shape, dtype=torch.bool)
+    back_rows, space_rows = back.cpu().tolist(), space.cpu().tolist()
+    for row, n in enumerate(lengths.cpu().tolist()):
+        e = n
+        while e > 0:
+            ends[row, e - 1] = True
+            e -= back_rows[row][e]
+            if e > 0 and space_rows[row][e - 1]:
+                e -= 1
+    return ends.to(space.device)
+
+
+def boundary_marginals(
+    table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
+) -> torch.Tensor:
+    """Posterior probability ``[B, L]`` that a segment ends at each character, given the text: the
+    gradient of ``log p(X)`` with respect to the span log-probabilities is each span's posterior,
+    summed here over the spans that end at each character."""
+    with torch.enable_grad():
+        leaf = table.detach().requires_grad_(True)
+        total, _ = forward(leaf, space, lengths)
+        (marginals,) = torch.autograd.grad(total.sum(), leaf)  # [B, L, R + 1]
+    batch, width, top = table.shape
+    last = (
+        torch.arange(width, device=table.device).unsqueeze(1)
+        + torch.arange(top, device=table.device).unsqueeze(0)
+        - 1
+    )  # [L, R + 1], last character of span (a, l)
+    out = torch.zeros(batch, width + top, device=table.device, dtype=table.dtype)
+    index = (last.clamp(min=0)).flatten().expand(batch, -1)
+    out.scatter_add_(1, index, marginals.flatten(1))
+    return out[:, :width]

@@ -1,0 +1,92 @@
+"""Segmental language models by name; saving and loading them with their vocabulary.
+
+A saved model is a folder: ``model.pt`` (weights, config, lexicon) and ``vocab.json`` (the
+``CharVocab``). Saving is atomic: a save interrupted half-way leaves any earlier model intact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from segrl.data.vocab import CharVocab
+from segrl.errors import ConfigError, ModelError
+from segrl.files import atomic_folder
+from segrl.lm.base import SegmentLM
+from segrl.lm.config import CONTEXTS, MODELS, LMConfig
+from segrl.lm.segment_lstm import SegmentLSTM
+from segrl.lm.slm import SLM
+
+MODEL_FILE = "model.pt"
+VOCAB_FILE = "vocab.json"
+FORMAT = 1
+
+
+def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None = None) -> SegmentLM:
+    """A new model of the kind ``config.model`` names (``lexicon``: segment-lstm only)."""
+    if config.model not in MODELS:
+        raise ConfigError(
+            f"unknown language model {config.model!r}; choose one of: {', '.join(MODELS)}"
+        )
+    if config.context not in CONTEXTS:
+        raise ConfigError(
+            f"unknown context {config.context!r}; choose one of: {', '.join(CONTEXTS)}"
+        )
+    if config.max_segment_length is not None and config.max_segment_length < 1:
+        raise ConfigError(f"max_segment_length must be at least 1, got {config.max_segment_length}")
+    if config.model == "slm":
+        if lexicon:
+            raise ConfigError("slm has no lexicon; use lexicon_size = 0 or model = 'segment-lstm'")
+        return SLM(vocab, config)
+    return SegmentLSTM(vocab, config, lexicon)
+
+
+def lexicon_of(model: SegmentLM) -> list[str]:
+    lexicon = getattr(model, "lexicon", None)
+    return list(lexicon.entries) if lexicon is not None else []
+
+
+def save_lm(model: SegmentLM, path: str | Path) -> Path:
+    """Save ``model`` to the folder ``path`` (replaced atomically if it exists)."""
+    path = Path(path)
+    with atomic_folder(path) as tmp:
+        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        saved = {
+            "format": FORMAT,
+            "config": dataclasses.asdict(model.config),
+            "lexicon": lexicon_of(model),
+            "state": state,
+        }
+        torch.save(saved, tmp / MODEL_FILE)
+        model.vocab.save(tmp / VOCAB_FILE)
+    return path
+
+
+def load_lm(path: str | Path, device: str | torch.device = "cpu") -> SegmentLM:
+    """Load a model saved by ``save_lm`` onto ``device``."""
+    path = Path(path)
+    if not (path / MODEL_FILE).exists():
+        raise ModelError(f"{path}: no saved language model here ({MODEL_FILE} missing)")
+    vocab = CharVocab.load(path / VOCAB_FILE)
+    try:
+        saved = torch.load(path / MODEL_FILE, map_location="cpu", weights_only=True)
+        config = LMConfig(**saved["config"])
+        model = build_lm(config, vocab, saved["lexicon"] or None)
+        model.load_state_dict(saved["state"])
+    except (
+        RuntimeError,
+        EOFError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        KeyError,
+        TypeError,
+    ) as e:
+        raise ModelError(
+            f"{path / MODEL_FILE}: damaged or not a segrl language model ({e})"
+        ) from None
+    return model.to(device)

@@ -1,0 +1,227 @@
+"""``segrl lm train``: ``slm`` as an unsupervised segmenter on its own.
+
+The model is trained by marginal likelihood (``-log p(X)``, summed over all segmentations by the
+forward algorithm) on the training split, as word types (each distinct word once, the default) or as
+whole sentences; held-out bits per character are measured on the valid split after every epoch, and
+training stops when they have not improved for ``patience`` epochs (the model overfits quickly on a
+small corpus), keeping the best weights. The best model then segments words by Viterbi decoding and is
+scored with ``segrl.metrics`` like every other segmenter, and registered for ``segrl compare``; its
+``bits_per_char`` is the marginal one on the test texts (unseen word types, or sentences).
+
+The model has no context by default (``context = "none"``): trained by marginal likelihood with
+the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
+while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
+
+An interrupted run resumes from the checkpoint it writes after every epoch (same config, same output
+folder).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from segrl import tracking
+from segrl.checkpoint import load_checkpoint, save_checkpoint
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, config_to_dict
+from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.data.batching import iterate_batches
+from segrl.errors import ConfigError
+from segrl.lm.config import LMConfig
+from segrl.lm.models import build_lm, save_lm
+from segrl.lm.slm import SLM
+from segrl.lm.training import LMTrainer, bits_per_char
+from segrl.metrics import BITS_PER_CHAR, evaluate_word_segmenter
+from segrl.runtime import resolve_device, seed_everything
+from segrl.segmentation import render
+
+TEXT_KINDS = ("word-types", "sentences")
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass
+class SegmenterLMConfig(LMConfig):
+    """``slm`` without context: marginal likelihood then favours reusable, morph-like segments (with
+    the character context, or the preceding words, as context it keeps whole words)."""
+
+    context: str = "none"
+
+
+@dataclass
+class LMTrainConfig:
+    """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter."""
+
+    lm: SegmenterLMConfig = field(default_factory=SegmenterLMConfig)
+    texts: str = "word-types"
+    """What the model reads: ``word-types`` (each distinct training word once, as its own text) or
+    ``sentences`` (training sentences, spaces as known boundaries)."""
+    epochs: int = 20
+    batch_size: int = 64
+    lr: float = 2e-3
+    clip: float = 1.0
+    weight_decay: float = 0.0
+    patience: int = 2
+    """Stop after this many epochs without a better held-out bits per character."""
+    max_steps: int | None = None
+    """Stop after this many updates in all (None: no limit)."""
+    device: str = "auto"
+    seed: int = 0
+    output_dir: str = "runs/lm-train"
+    """Checkpoint and best model go here; a run with the same config resumes from the checkpoint."""
+    data: DataConfig = field(default_factory=DataConfig)
+    gold: GoldConfig = field(default_factory=GoldConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+
+class LMSegmenter:
+    """Viterbi segmentation of words by a trained ``slm``."""
+
+    def __init__(self, model: SLM, batch_size: int = 256):
+        self.model = model
+        self.batch_size = batch_size
+
+    def segment_words(self, words: list[str]) -> list[list[str]]:
+        order = sorted(range(len(words)), key=lambda i: len(words[i]))
+        out: list[list[str]] = [[] for _ in words]
+        self.model.eval()
+        for begin in range(0, len(order), self.batch_size):
+            chunk = [i for i in order[begin : begin + self.batch_size] if words[i]]
+            if not chunk:
+                continue
+            best, _ = self.model.viterbi(self.model.encode([words[i] for i in chunk]))
+            for i, segments in zip(chunk, best.segments(), strict=True):
+                out[i] = segments
+        return out
+
+    def segment_sentence(self, sentence: str) -> list[list[str]]:
+        return self.segment_words(sentence.split())
+
+
+def training_texts(corpus: Corpus, kind: str) -> tuple[list[str], list[str], list[str]]:
+    """Train / valid / test texts: sentences, or word types (held-out types are those of the split
+    that are not training types, so held-out bits per character measure unseen words; all the split's
+    types where every one was seen in training)."""
+    if kind not in TEXT_KINDS:
+        raise ConfigError(f"texts must be one of {', '.join(TEXT_KINDS)}, got {kind!r}")
+    if kind == "sentences":
+        return corpus.train, corpus.valid, corpus.test
+    train = sorted(corpus.word_counts("train"))
+    seen = set(train)
+    held_out = []
+    for split in ("valid", "test"):
+        types = set(corpus.word_counts(split))
+        held_out.append(sorted(types - seen) or sorted(types))
+    return train, held_out[0], held_out[1]
+
+
+def train_lm_segmenter(
+    config: LMTrainConfig, corpus: Corpus | None = None, gold: list[GoldWord] | None = None
+) -> dict[str, float]:
+    """Train, score and log an ``slm`` segmenter (see the module docstring); returns its metrics."""
+    if config.lm.model != "slm":
+        raise ConfigError(
+            f"segrl lm train trains slm by marginal likelihood; {config.lm.model} needs given "
+            "segmentations (see segrl lm levels)"
+        )
+    device = resolve_device(config.device)
+    corpus = corpus or load_corpus(config.data)
+    gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+    train, valid, test = training_texts(corpus, config.texts)
+    seed_everything(config.seed)
+    model = build_lm(config.lm, corpus.vocab).to(device)
+    trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay)
+    folder = Path(config.output_dir)
+    state = _resume(folder, config, trainer)
+    with tracking.start_run(config, config.tracking.experiment, config.tracking.run_name or "slm"):
+        tracking.log_dict(corpus.settings, "corpus.json")
+        started = time.perf_counter()
+        best = _fit(config, trainer, train, valid, folder, state)
+        model.load_state_dict(best)
+        train_seconds = time.perf_counter() - started + state["seconds"]
+        segmenter = LMSegmenter(model)
+        metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
+        metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
+        metrics["train_seconds"] = train_seconds
+        samples = "\n".join(render(segmenter.segment_sentence(s)) for s in corpus.test[:25]) + "\n"
+        tracking.log_segmenter("slm", "lm", metrics, samples)
+        with tempfile.TemporaryDirectory() as tmp:
+            tracking.log_artifact(save_lm(model, Path(tmp) / "model"), "model")
+        save_lm(model, folder / "best")
+    return metrics
+
+
+def _fit(config, trainer: LMTrainer, train, valid, folder: Path, state: dict) -> dict:
+    """Epochs of marginal-likelihood updates with early stopping; returns the best weights."""
+    model = trainer.model
+    best = state["best"] or copy.deepcopy(model.state_dict())
+    for epoch in range(state["epoch"], config.epochs):
+        if state["bad_epochs"] >= config.patience or _out_of_steps(config, trainer):
+            break
+        epoch_started = time.perf_counter()
+        order = list(train)
+        random.Random(config.seed + epoch).shuffle(order)
+        batches = list(iterate_batches(order, config.batch_size))
+        losses = []
+        for chunk in tqdm(batches, desc=f"epoch {epoch + 1}/{config.epochs}", leave=False):
+            if _out_of_steps(config, trainer):
+                break
+            stats = trainer.marginal_step(chunk)
+            losses.append(stats["bits_per_char"])
+            if trainer.steps % 50 == 0:
+                tracking.log_metrics({"train_bits_per_char": stats["bits_per_char"]}, trainer.steps)
+        valid_bpc = bits_per_char(model, valid, batch_size=config.batch_size)
+        train_bpc = sum(losses) / max(len(losses), 1)
+        tracking.log_metrics({"valid_bits_per_char": valid_bpc, "epoch": epoch + 1}, trainer.steps)
+        print(
+            f"epoch {epoch + 1}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
+            f"({time.perf_counter() - epoch_started:.0f}s)",
+            flush=True,
+        )
+        if valid_bpc < state["best_bpc"]:
+            state["best_bpc"], state["bad_epochs"] = valid_bpc, 0
+            best = copy.deepcopy(model.state_dict())
+        else:
+            state["bad_epochs"] += 1
+        state["epoch"] = epoch + 1
+        state["seconds"] += time.perf_counter() - epoch_started
+        save_checkpoint(
+            folder / CHECKPOINT,
+            config=config_to_dict(config),
+            trainer=trainer.state_dict(),
+            best=best,
+            progress={k: v for k, v in state.items() if k != "best"},
+        )
+    return best
+
+
+def _out_of_steps(config: LMTrainConfig, trainer: LMTrainer) -> bool:
+    return config.max_steps is not None and trainer.steps >= config.max_steps
+
+
+def _resume(folder: Path, config: LMTrainConfig, trainer: LMTrainer) -> dict:
+    fresh = {"epoch": 0, "bad_epochs": 0, "best_bpc": float("inf"), "seconds": 0.0, "best": None}
+    path = folder / CHECKPOINT
+    if not path.exists():
+        return fresh
+    saved = load_checkpoint(path, map_location=trainer.model.device)
+    if _resumable(saved.get("config", {})) != _resumable(config_to_dict(config)):
+        raise ConfigError(
+            f"{path} was written by a run with another config; remove the folder or choose another "
+            "--output-dir"
+        )
+    trainer.load_state_dict(saved["trainer"])
+    print(f"resuming from {path} after epoch {saved['progress']['epoch']}", flush=True)
+    return {**fresh, **saved["progress"], "best": saved["best"]}
+
+
+def _resumable(config: dict) -> dict:
+    """The parts of a config that must match to resume (more epochs or steps may be asked for)."""
+    return {
+        k: v for k, v in config.items() if k not in ("epochs", "max_steps", "patience", "tracking")
+    }

@@ -1,0 +1,221 @@
+"""``slm``: a segmental language model whose segments are conditioned on the character context.
+
+An LSTM reads the text character by character; before each segment, its state ``h_a`` after the
+characters ``x_<a`` (the context, whatever the segmentation) conditions the speller, which spells the
+segment and its terminator (``segrl.lm.speller``)::
+
+    log p(X, S) = sum over segments (a, l) of log p(x[a : a + l], terminator | h_a)  +  log p(end | h_n)
+
+Because a segment's score depends only on its own span and the fixed characters before it:
+
+- the exact marginal ``log p(X) = log sum_S p(X, S)`` comes from the forward algorithm over segment
+  ends, with the exact posterior probability of a boundary at every position and Viterbi decoding
+  (``segrl.lm.lattice``);
+- flipping one decision changes one or two segments only, so the flip scores of every position come
+  from one speller pass per position over the few spans involved (``flip_scores``), not from one
+  full rescoring per position.
+
+This is in the spirit of the segmental neural language models of Kawakami, Dyer and Blunsom (2019),
+without their lexical memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from segrl.data.batching import CharBatch
+from segrl.data.vocab import CharVocab
+from segrl.lm import lattice
+from segrl.lm.base import SegmentLM, SegmentScores
+from segrl.lm.config import LMConfig
+from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_mask
+from segrl.lm.speller import NEG_INF
+
+
+class SLM(SegmentLM):
+    """Segmental LM over a character-context LSTM; see the module docstring."""
+
+    name = "slm"
+
+    def __init__(self, vocab: CharVocab, config: LMConfig):
+        super().__init__(vocab, config)
+        self.embedding = nn.Embedding(len(vocab), config.char_dim, padding_idx=vocab.pad_id)
+        self.context = nn.LSTM(config.char_dim, config.hidden_dim, batch_first=True)
+        self.no_context = nn.Parameter(torch.zeros(config.hidden_dim))
+        self.dropout = nn.Dropout(config.dropout)
+        self.speller = self.make_speller(self.embedding)
+
+    # --- the context -----------------------------------------------------------------------------
+    def context_states(self, chars: CharBatch) -> torch.Tensor:
+        """``[B, L + 1, H]``: what conditions a segment starting at ``a``: the LSTM's state after
+        ``<bos>`` and the characters before ``a`` (``context = "words"``: before ``a``'s word;
+        ``"none"``: one learnt vector everywhere)."""
+        if self.config.context == "none":
+            return self.no_context.expand(len(chars), chars.ids.shape[1] + 1, -1)
+        bos = torch.full((len(chars), 1), self.vocab.bos_id, device=chars.ids.device)
+        output, _ = self.context(self.embedding(torch.cat([bos, chars.ids], dim=1)))
+        if self.config.context == "words":
+            output = output.gather(
+                1, _word_starts(chars, self.space_id).unsqueeze(-1).expand_as(output)
+            )
+        return self.dropout(output)
+
+    def _prefix_condition(self, prefix: Sequence[str]) -> torch.Tensor:
+        chars = self.encode(["".join(prefix)])
+        return self.context_states(chars)[0, -1]
+
+    # --- spans -----------------------------------------------------------------------------------
+    def span_runs(
+        self, chars: CharBatch, space: torch.Tensor, run_length: torch.Tensor
+    ) -> torch.Tensor:
+        """``[B, L, R + 1]``: for every start ``a`` with ``run_length[b, a] > 0``, the log-probability
+        of the segment of each length ``l <= run_length[b, a]`` starting there (terminator included,
+        and the end of the text for a span that reaches it); -inf elsewhere."""
+        states = self.context_states(chars)  # [B, L + 1, H]
+        batch, width = chars.ids.shape
+        rows, starts = (run_length > 0).nonzero(as_tuple=True)  # [N]
+        lengths = run_length[rows, starts]
+        longest = int(lengths.max()) if lengths.numel() else 0
+        spans = self.speller.span_scores(
+            states[rows, starts], chars.ids, space, rows, starts, lengths
+        )  # [N, R + 1]
+        texts = torch.arange(batch, device=states.device)
+        at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
+        reaches_end = (starts.unsqueeze(1) + torch.arange(longest + 1, device=spans.device)) == (
+            chars.lengths[rows].unsqueeze(1)
+        )
+        spans = spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0)
+        table = spans.new_full((batch, width, longest + 1), NEG_INF)
+        table[rows, starts] = spans
+        return table
+
+    def span_table(self, chars: CharBatch, space: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B, L, R + 1]``: every possible segment of every text (within words; at most
+        ``max_segment_length`` characters)."""
+        space = space_mask(self.vocab, chars) if space is None else space
+        return self.span_runs(chars, space, _room(chars, space, self.config.max_segment_length))
+
+    # --- scores ----------------------------------------------------------------------------------
+    def segment_scores(self, batch: SegmentedBatch) -> SegmentScores:
+        first, last = segment_bounds(batch)
+        lengths = torch.where(batch.starts, last - _positions(batch) + 1, 0)
+        table = self.span_runs(batch.chars, batch.space, lengths)
+        return _scores_from_table(batch, table, first)
+
+    @torch.no_grad()
+    def flip_scores(self, batch: SegmentedBatch) -> torch.Tensor:
+        """Flip scores computed locally: one speller pass from every position over the spans that a
+        flip there or next to it involves (the rest of its segment, and for a segment's first character
+        also the next segment of the same word)."""
+        batch = batch.to(self.device)
+        first, last = segment_bounds(batch)  # [B, L] each
+        positions = _positions(batch)
+        width = positions.shape[1]
+        flippable = batch.flippable
+        word = batch.chars.mask & ~batch.space
+        after = (last + 1).clamp(max=width - 1)
+        next_length = last.gather(1, after) - last  # [B, L], length of the segment after mine
+        merge = batch.starts & flippable.gather(1, last)
+        room = torch.where(word, last - positions + 1 + torch.where(merge, next_length, 0), 0)
+        if self.config.max_segment_length is not None:
+            room = room.clamp(max=self.config.max_segment_length)
+        table = self.span_runs(batch.chars, batch.space, room)
+
+        def span(start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+            return _lookup(table, start, length)
+
+        following = (positions + 1).clamp(max=width - 1)
+        own = span(first, last - first + 1)
+        # a boundary after i: segments (first, i) and (i + 1, last[i + 1]) merge
+        left = span(first, positions - first + 1)
+        right_of_boundary = span(following, last.gather(1, following) - positions)
+        merged = span(first, last.gather(1, following) - first + 1)
+        split_flip = left + right_of_boundary - merged
+        # no boundary after i: the segment (first, last) splits into (first, i) and (i + 1, last)
+        right_inside = span(following, last - positions)
+        join_flip = own - left - right_inside
+        flips = torch.where(batch.ends, split_flip, join_flip)
+        return torch.where(flippable, flips, torch.zeros_like(flips))
+
+    # --- over all segmentations ------------------------------------------------------------------
+    def log_marginal(self, chars: CharBatch) -> torch.Tensor:
+        """Differentiable ``[B]`` exact ``log p(X)``, summed over every segmentation."""
+        chars = chars.to(self.device)
+        space = space_mask(self.vocab, chars)
+        total, _ = lattice.forward(self.span_table(chars, space), space, chars.lengths)
+        return total
+
+    def marginal_loss(self, chars: CharBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """``-log p(X)`` per character (to minimise), and its value in bits per character."""
+        chars = chars.to(self.device)
+        total = self.log_marginal(chars)
+        loss = -total.sum() / (chars.lengths + 1).sum()
+        return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
+
+    @torch.no_grad()
+    def boundary_posteriors(self, chars: CharBatch) -> torch.Tensor:
+        """``[B, L]``: the exact posterior probability ``p(a segment ends at character i | X)``
+        (1 before a space and at the end of the text, 0 at spaces and padding)."""
+        chars = chars.to(self.device)
+        space = space_mask(self.vocab, chars)
+        table = self.span_table(chars, space)
+        return lattice.boundary_marginals(table, space, chars.lengths) * chars.mask
+
+    @torch.no_grad()
+    def viterbi(self, chars: CharBatch) -> tuple[SegmentedBatch, torch.Tensor]:
+        """The most probable segmentation of each text, and its ``log p(X, S)`` [B]."""
+        chars = chars.to(self.device)
+        space = space_mask(self.vocab, chars)
+        table = self.span_table(chars, space)
+        best, back = lattice.forward(table, space, chars.lengths, viterbi=True)
+        ends = lattice.backtrack(back, space, chars.lengths)
+        return SegmentedBatch.from_ends(self.vocab, chars, ends), best
+
+
+def _word_starts(chars: CharBatch, space_id: int | None) -> torch.Tensor:
+    """[B, L + 1]: for every position, the first position of its word (just after the last space
+    before it; 0 in the first word)."""
+    batch, width = chars.ids.shape
+    positions = torch.arange(width + 1, device=chars.ids.device).expand(batch, -1)
+    after_space = torch.zeros(batch, width + 1, dtype=torch.bool, device=chars.ids.device)
+    if space_id is not None:
+        after_space[:, 1:] = chars.ids == space_id
+    marks = torch.where(after_space, positions, torch.zeros_like(positions))
+    return torch.cummax(marks, dim=1).values
+
+
+def _positions(batch: SegmentedBatch) -> torch.Tensor:
+    width = batch.chars.ids.shape[1]
+    return torch.arange(width, device=batch.device).expand_as(batch.ends)
+
+
+def _room(chars: CharBatch, space: torch.Tensor, limit: int | None) -> torch.Tensor:
+    """[B, L]: characters from each non-space position to the end of its word (capped at ``limit``)."""
+    width = chars.ids.shape[1]
+    positions = torch.arange(width, device=chars.ids.device).expand_as(space)
+    stops = torch.where(space | ~chars.mask, positions, width)
+    next_stop = torch.flip(torch.cummin(torch.flip(stops, [1]), dim=1).values, [1])
+    room = torch.where(chars.mask & ~space, next_stop - positions, 0)
+    return room if limit is None else room.clamp(max=limit)
+
+
+def _lookup(table: torch.Tensor, start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+    """``table[b, start, length]`` for [B, L] index tensors; -inf for lengths outside the table."""
+    top = table.shape[2] - 1
+    inside = (length >= 1) & (length <= top)
+    flat = table.gather(1, start.unsqueeze(-1).expand(-1, -1, top + 1))  # [B, L, R + 1]
+    values = flat.gather(2, length.clamp(0, top).unsqueeze(-1)).squeeze(-1)
+    return torch.where(inside, values, NEG_INF)
+
+
+def _scores_from_table(
+    batch: SegmentedBatch, table: torch.Tensor, first: torch.Tensor
+) -> SegmentScores:
+    positions = _positions(batch)
+    values = _lookup(table, first, positions - first + 1)
+    per_position = torch.where(batch.ends, values, torch.zeros_like(values))
+    return SegmentScores(per_position, per_position.sum(1), batch.chars.lengths + 1)

@@ -1,0 +1,170 @@
+"""The speller: the probability of a segment spelled character by character from a context vector.
+
+Given a conditioning vector ``h`` (what the model knows before the segment), the speller is an LSTM
+that emits the segment's characters one at a time and then one terminator:
+
+- ``<eos>``: the segment ends and the next one starts right after it (inside a word);
+- the space character: the segment ends and a space follows (the end of a word);
+- ``<eos>`` as the very first symbol: the empty segment, which ends the text (not right after a
+  space: a text never ends with one).
+
+So ``log p(segment, terminator | h) = sum_j log p(c_j | h, c_<j) + log p(terminator | h, c)``, and the
+probabilities of all (segment, terminator) pairs plus the end of the text sum to 1 for every ``h``.
+A space is never spelled inside a segment (it is always a terminator) and never starts one; with
+``max_length = K`` the K-th character must be followed by a terminator, so segments have at most K
+characters (the dynamic programs over segmentations are then exact).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from segrl.lm.rnn import RaggedLSTM
+
+NEG_INF = float("-inf")
+
+
+class Speller(nn.Module):
+    """A conditional character LSTM over one segment.
+
+    Args:
+        embedding: the character embedding it reads (shared with the model that owns it).
+        cond_dim: size of the conditioning vectors.
+        hidden_dim: LSTM size.
+        eos_id / space_id / pad_id / bos_id: vocabulary ids (``space_id`` None: no space character).
+        max_length: most characters in a segment (None: unbounded).
+        dropout: on the LSTM outputs.
+    """
+
+    def __init__(
+        self,
+        embedding: nn.Embedding,
+        cond_dim: int,
+        hidden_dim: int,
+        eos_id: int,
+        space_id: int | None,
+        pad_id: int = 0,
+        bos_id: int = 1,
+        max_length: int | None = None,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.embedding = embedding
+        self.vocab_size = embedding.num_embeddings
+        self.eos_id, self.space_id, self.pad_id, self.bos_id = eos_id, space_id, pad_id, bos_id
+        self.max_length = max_length
+        self.hidden_dim = hidden_dim
+        self.init = nn.Linear(cond_dim, 2 * hidden_dim)
+        self.rnn = RaggedLSTM(embedding, hidden_dim)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden_dim, self.vocab_size)
+
+    def step_mask(self, steps: int, device: torch.device) -> torch.Tensor:
+        """[steps, V] additive mask of the symbols allowed after j = 0..steps-1 characters."""
+        mask = torch.zeros(steps, self.vocab_size, device=device)
+        mask[:, [self.pad_id, self.bos_id]] = NEG_INF
+        if self.space_id is not None:
+            mask[0, self.space_id] = NEG_INF  # no segment starts with a space
+        if self.max_length is not None and steps > self.max_length:
+            terminators = [self.eos_id] + ([self.space_id] if self.space_id is not None else [])
+            keep = mask[self.max_length, terminators].clone()
+            mask[self.max_length :] = NEG_INF  # after K characters only a terminator may follow
+            mask[self.max_length :, terminators] = keep
+        return mask
+
+    def ragged_log_probs(
+        self,
+        cond: torch.Tensor,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        after_space: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Next-symbol log-probabilities after each prefix, for the used steps only.
+
+        Args:
+            cond: [N, cond_dim] conditioning vectors.
+            inputs: [N, T] long, ``<bos>`` then the segment's characters (padded).
+            lengths: [N] long, inputs used per row (1 to T).
+            after_space: [N] bool, True where the segment follows a space (the text cannot end
+                there); None: nowhere.
+        Returns:
+            ``logp [S, V]`` for the S used (row, step) pairs, and their ``row [S]`` and ``step [S]``.
+        """
+        h0, c0 = self.init(cond).chunk(2, dim=-1)  # [N, H] each
+        output, row, step, _ = self.rnn(inputs, lengths, (torch.tanh(h0), c0))  # [S, H]
+        logits = self.out(self.dropout(output))  # [S, V]
+        logits = logits + self.step_mask(inputs.shape[1], logits.device)[step]
+        if after_space is not None:
+            no_end = (step == 0) & after_space[row]
+            logits[:, self.eos_id] = torch.where(no_end, NEG_INF, logits[:, self.eos_id])
+        return torch.log_softmax(logits, dim=-1), row, step
+
+    def log_probs(
+        self,
+        cond: torch.Tensor,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        after_space: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``ragged_log_probs`` as a padded ``[N, T, V]`` tensor (0 at unused steps)."""
+        logp, row, step = self.ragged_log_probs(cond, inputs, lengths, after_space)
+        out = logp.new_zeros(inputs.shape[0], inputs.shape[1], self.vocab_size)
+        return out.index_put((row, step), logp)
+
+    def span_scores(
+        self,
+        cond: torch.Tensor,
+        ids: torch.Tensor,
+        space: torch.Tensor,
+        row: torch.Tensor,
+        start: torch.Tensor,
+        run_length: torch.Tensor,
+    ) -> torch.Tensor:
+        """Log-probabilities of every prefix of a run of characters as a segment with its terminator.
+
+        One speller pass per run gives all its prefixes: ``out[n, l]`` is ``log p(x[s : s + l],
+        terminator | cond[n])`` for ``s = start[n]`` of text ``row[n]``, ``1 <= l <= run_length[n]``;
+        the terminator is the space when ``x[s + l]`` is one, else ``<eos>`` (also at the end of the
+        text; the end-of-text symbol itself is ``end_scores``). ``out[n, 0]`` and ``l > run_length``
+        are -inf. Runs must not contain spaces.
+
+        Args:
+            cond: [N, cond_dim]; ids: [B, L] character ids; space: [B, L] bool, True at spaces;
+            row, start, run_length: [N] long.
+        Returns: [N, R + 1] with R the longest run.
+        """
+        n_runs = row.shape[0]
+        longest = int(run_length.max()) if n_runs else 0
+        width = ids.shape[1]
+        offsets = torch.arange(longest + 1, device=ids.device)  # [R + 1]
+        positions = start.unsqueeze(1) + offsets  # [N, R + 1], position of the symbol after j chars
+        inside = offsets.unsqueeze(0) < run_length.unsqueeze(1)  # [N, R + 1], j < run length
+        clamped = positions.clamp(max=width - 1)
+        chars = torch.where(inside, ids[row.unsqueeze(1), clamped], self.pad_id)  # [N, R + 1]
+        inputs = torch.cat(
+            [torch.full((n_runs, 1), self.bos_id, device=ids.device), chars[:, :-1]], dim=1
+        )
+        at_space = space[row.unsqueeze(1), clamped] & (positions < width)
+        terminator = torch.full_like(positions, self.eos_id)
+        if self.space_id is not None:
+            terminator = torch.where(at_space, self.space_id, terminator)
+        before = (start - 1).clamp(min=0)
+        after_space = space[row, before] & (start > 0)
+        logp, run, step = self.ragged_log_probs(cond, inputs, run_length + 1, after_space)
+        # the character read next, and the terminator that would end the segment here
+        char_lp = logp.gather(1, chars[run, step].unsqueeze(1)).squeeze(1)  # [S]
+        term_lp = logp.gather(1, terminator[run, step].unsqueeze(1)).squeeze(1)  # [S]
+        grid = logp.new_zeros(n_runs, longest + 1)
+        char_grid = grid.index_put((run, step), torch.where(inside[run, step], char_lp, 0.0))
+        term_grid = grid.index_put((run, step), term_lp)
+        prefix = torch.cat([grid[:, :1], char_grid[:, :-1].cumsum(1)], dim=1)
+        valid = (offsets.unsqueeze(0) >= 1) & (offsets.unsqueeze(0) <= run_length.unsqueeze(1))
+        return torch.where(valid, prefix + term_grid, NEG_INF)
+
+    def end_scores(self, cond: torch.Tensor) -> torch.Tensor:
+        """[N] ``log p(end of text | cond)``: the empty segment, ``<eos>`` before any character."""
+        inputs = torch.full((cond.shape[0], 1), self.bos_id, device=cond.device)
+        lengths = torch.ones(cond.shape[0], dtype=torch.long, device=cond.device)
+        logp = self.log_probs(cond, inputs, lengths)
+        return logp[:, 0, self.eos_id]

@@ -1,0 +1,119 @@
+"""Training steps and held-out evaluation for the segmental LMs.
+
+``LMTrainer`` owns an optimiser and makes one update at a time, on given segmentations (the co-training
+update of an LM evaluator) or, for ``slm``, on the marginal likelihood of raw text. ``bits_per_char``
+measures held-out text under given segmentations, or marginally (``slm``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from segrl.data.batching import iterate_batches
+from segrl.errors import ModelError
+from segrl.lm.base import SegmentLM
+from segrl.lm.segmented import SegmentedBatch
+from segrl.lm.slm import SLM
+from segrl.metrics import bits_per_char as nats_to_bits_per_char
+
+
+class LMTrainer:
+    """One optimiser (Adam) for one model; every step clips the gradient norm.
+
+    Args:
+        model: the language model to train.
+        lr: learning rate; clip: largest gradient norm; weight_decay: Adam's L2 term.
+    """
+
+    def __init__(
+        self, model: SegmentLM, lr: float = 2e-3, clip: float = 1.0, weight_decay: float = 0.0
+    ):
+        self.model = model
+        self.clip = clip
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.steps = 0
+
+    def step(self, batch: SegmentedBatch) -> dict[str, float]:
+        """One update on ``-log p(X, S)`` per character of the segmented texts; returns the loss in
+        nats and bits per character (before the update)."""
+        self.model.check_segment_lengths(batch)
+        return self._update(lambda: self.model.loss(batch))
+
+    def marginal_step(self, texts: Sequence[str]) -> dict[str, float]:
+        """One update on the marginal ``-log p(X)`` per character (``slm`` only)."""
+        model = _require_slm(self.model)
+        return self._update(lambda: model.marginal_loss(model.encode(texts)))
+
+    def _update(self, compute) -> dict[str, float]:
+        was_training = self.model.training
+        self.model.train()
+        try:
+            loss, stats = compute()
+            if not torch.isfinite(loss):
+                raise ModelError(
+                    f"the language model's loss is {loss.item()}; lower the learning rate"
+                )
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            stats["grad_norm"] = float(
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+            )
+            self.optimizer.step()
+            self.steps += 1
+        finally:
+            self.model.train(was_training)
+        return stats
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "steps": self.steps,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = state["steps"]
+
+
+@torch.no_grad()
+def bits_per_char(
+    model: SegmentLM,
+    texts: Sequence[str],
+    segmentations: Sequence[Sequence[str]] | None = None,
+    batch_size: int = 64,
+) -> float:
+    """Held-out bits per character of ``texts`` (spaces and one end-of-text per text counted):
+    under ``segmentations`` (one list of segments per text), or, when None, marginally over all
+    segmentations (``slm`` only)."""
+    was_training = model.training
+    model.eval()
+    nats, chars = 0.0, 0
+    try:
+        if segmentations is None:
+            slm = _require_slm(model)
+            for chunk in iterate_batches(list(texts), batch_size):
+                nats -= slm.log_marginal(slm.encode(chunk)).sum().item()
+                chars += sum(len(t) + 1 for t in chunk)
+        else:
+            for text, segments in zip(texts, segmentations, strict=True):
+                if "".join(segments) != text:
+                    raise ValueError(f"segments {list(segments)[:5]}... do not spell {text[:40]!r}")
+            for chunk in iterate_batches(list(segmentations), batch_size):
+                scores = model.score(model.segmented(segments=chunk))
+                nats -= scores.total.sum().item()
+                chars += int(scores.n_chars.sum())
+    finally:
+        model.train(was_training)
+    return nats_to_bits_per_char(nats, chars) if chars else math.nan
+
+
+def _require_slm(model: SegmentLM) -> SLM:
+    if not isinstance(model, SLM):
+        raise ModelError(f"marginal likelihood needs the slm model, not {model.name}")
+    return model

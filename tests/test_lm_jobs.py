@@ -1,0 +1,146 @@
+"""``segrl lm train`` (slm as a segmenter) and ``segrl lm levels`` (the representation-level study)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from segrl.cli import EXIT_USER_ERROR, main
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config
+from segrl.data import load_corpus, load_gold
+from segrl.errors import ConfigError
+from segrl.lm import LMConfig, load_lm
+from segrl.lm.levels import LevelsConfig, LevelsLMConfig, held_out_sentences, run_levels
+from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter, training_texts
+from segrl.tracking import segmenter_runs
+from tests.conftest import shared_path, write_small_corpus
+
+TINY = {"char_dim": 8, "embedding_dim": 16, "hidden_dim": 16, "speller_dim": 16}
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
+    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
+
+
+def test_word_type_texts_hold_out_unseen_types(corpus):
+    train, valid, test = training_texts(corpus, "word-types")
+    assert len(train) == len(set(train)) and " " not in "".join(train)
+    assert valid and (not set(valid) & set(train) or set(valid) <= set(train))
+    assert training_texts(corpus, "sentences")[0] == corpus.train
+    with pytest.raises(ConfigError, match="texts must be"):
+        training_texts(corpus, "paragraphs")
+
+
+def test_lm_train_logs_an_slm_segmenter_and_resumes(corpus, mlflow_store, capsys):
+    gold = load_gold(max_words=200)
+    config = LMTrainConfig(
+        lm=LMConfig(context="none", **TINY),
+        epochs=2,
+        batch_size=16,
+        lr=5e-3,
+        output_dir=str(mlflow_store / "out"),
+        data=DataConfig(corpus="small", min_char_count=1),
+        gold=GoldConfig(max_words=200),
+        tracking=TrackingConfig(experiment="lm"),
+    )
+    metrics = train_lm_segmenter(config, corpus, gold)
+    assert 0 <= metrics["boundary_f1"] <= 1 and 0 < metrics["units_per_char"] <= 1
+    assert 0 < metrics["bits_per_char"] < 8
+    runs = segmenter_runs("lm")
+    assert [(r["segmenter"], r["kind"]) for r in runs] == [("slm", "lm")]
+    assert runs[0]["bits_per_char"] == pytest.approx(metrics["bits_per_char"])
+    model = load_lm(mlflow_store / "out" / "best")
+    assert model.config == config.lm
+    out = capsys.readouterr().out
+    valid = [
+        float(line.split("valid ")[1].split()[0]) for line in out.splitlines() if "valid" in line
+    ]
+    assert len(valid) == 2 and valid[1] < valid[0]
+    # more epochs: the run resumes after the two it has done
+    config.epochs = 3
+    train_lm_segmenter(config, corpus, gold)
+    out = capsys.readouterr().out
+    assert "after epoch 2" in out and "epoch 3:" in out and "epoch 1:" not in out
+    config.lr = 1e-2
+    with pytest.raises(ConfigError, match="another config"):
+        train_lm_segmenter(config, corpus, gold)
+
+
+def test_lm_train_refuses_segment_lstm(corpus, mlflow_store):
+    config = LMTrainConfig(lm=LMConfig(model="segment-lstm"))
+    with pytest.raises(ConfigError, match="marginal likelihood"):
+        train_lm_segmenter(config, corpus, [])
+
+
+def test_levels_compare_bits_per_character_on_the_same_characters(corpus, mlflow_store):
+    config = LevelsConfig(
+        lm=LevelsLMConfig(**TINY),
+        levels=["characters", "morfessor", "words"],
+        epochs=1,
+        batch_size=16,
+        lr=5e-3,
+        tracking=TrackingConfig(experiment="levels"),
+    )
+    results = run_levels(config, corpus)
+    by_level = {r.level: r for r in results}
+    assert list(by_level) == ["characters", "morfessor", "words"]
+    assert by_level["characters"].units_per_char == 1.0
+    assert by_level["words"].units_per_char < by_level["morfessor"].units_per_char < 1.0
+    assert by_level["characters"].lexicon_coverage == 1.0
+    for result in results:
+        assert 0 < result.test_bits_per_char < 2 * math.log2(len(corpus.vocab))
+        assert len(result.curve) == 1 and result.valid_bits_per_char == result.curve[0]
+    import mlflow
+
+    run = mlflow.search_runs(experiment_names=["levels"], output_format="list")[0]
+    assert run.data.metrics["words.test_bits_per_char"] == pytest.approx(
+        by_level["words"].test_bits_per_char
+    )
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert {"levels.json", "levels.txt", "levels.png", "config.toml"} <= artifacts
+    with pytest.raises(ConfigError, match="unknown level"):
+        run_levels(LevelsConfig(levels=["syllables"]), corpus)
+
+
+def test_levels_config_keeps_the_study_model_when_flags_change_sizes():
+    config = build_config(LevelsConfig, overrides={"lm.hidden_dim": 32})
+    assert config.lm.model == "segment-lstm" and config.lm.lexicon_size == 10000
+    assert config.lm.hidden_dim == 32
+
+
+def test_cli_reports_bad_lm_options(mlflow_store, small_corpus_file, capsys):
+    code = main(["lm", "levels", "--corpus", str(small_corpus_file), "--levels", "bytes"])
+    assert code == EXIT_USER_ERROR
+    assert "unknown level(s) bytes" in capsys.readouterr().err
+    code = main(["lm", "train", "--corpus", str(small_corpus_file), "--context", "window"])
+    assert code == EXIT_USER_ERROR
+    assert "unknown context 'window'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_levels_on_ptb_with_its_own_test_file(mlflow_store):
+    train = shared_path("ptb", "ptb.train.txt")
+    test = shared_path("ptb", "ptb.test.txt")
+    config = LevelsConfig(
+        lm=LevelsLMConfig(**TINY),
+        levels=["characters", "words"],
+        epochs=1,
+        max_train_sentences=300,
+        max_eval_sentences=100,
+        test_corpus=str(test),
+        data=DataConfig(corpus=str(train), max_len=400, max_sentences=600),
+        tracking=TrackingConfig(experiment="ptb"),
+    )
+    corpus = load_corpus(config.data)
+    held_out = held_out_sentences(str(test), corpus)
+    assert held_out[0].startswith("no it was n't black monday")
+    assert all(c in corpus.vocab or c == " " for s in held_out for c in s)
+    results = run_levels(config, corpus)
+    assert [r.level for r in results] == ["characters", "words"]
+    assert all(0 < r.test_bits_per_char < 8 for r in results)

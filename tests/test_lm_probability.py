@@ -1,0 +1,250 @@
+"""The segmental LMs give proper probabilities, checked exactly by enumeration on tiny models.
+
+"Sums to 1", made exact: the generative process emits one symbol at a time (a character, ``<eos>``, or
+the space as a terminator). We walk its whole tree up to texts of N characters: every complete
+derivation (X, S) with |X| <= N is scored by the batched scoring code, every branch that goes past N
+characters adds its probability to the "not ended by N" mass. The scores and that mass must sum to 1;
+a wrong mask (a space allowed to start a segment, a character after ``max_segment_length``), a wrong
+terminator, or a scoring path that disagrees with the process breaks it. The batched score of each
+derivation must also equal the product of the process's conditionals along its path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from segrl.data.vocab import CharVocab
+from segrl.lm import LMConfig, SegmentedBatch, build_lm
+
+VOCAB = CharVocab(["a", "b", " "], "?")
+N = 4
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def tiny(model: str, max_segment_length=None, lexicon=None, seed=0, context="lstm"):
+    torch.manual_seed(seed)
+    config = LMConfig(
+        model=model,
+        context=context,
+        char_dim=6,
+        embedding_dim=6,
+        hidden_dim=6,
+        speller_dim=6,
+        max_segment_length=max_segment_length,
+        dropout=0.0,
+    )
+    lm = build_lm(config, VOCAB, lexicon).eval()
+    with (
+        torch.no_grad()
+    ):  # larger weights than the default init: sharper, less uniform conditionals
+        for p in lm.parameters():
+            p.mul_(3.0)
+    return lm
+
+
+def walk(lm, max_chars: int):
+    """Complete derivations ``(segments, log p)`` of texts up to ``max_chars`` characters, the empty
+    text's log-probability, and the mass of the branches that pass ``max_chars``."""
+    eos, space = VOCAB.eos_id, VOCAB.encode(" ")[0]
+    complete, cut, empty = [], 0.0, None
+
+    def expand(prefix, spelled, logp, length):
+        nonlocal cut, empty
+        probs = lm.next_symbol_log_probs(prefix, spelled)
+        assert probs[VOCAB.pad_id] == -math.inf and probs[VOCAB.bos_id] == -math.inf
+        for symbol, value in enumerate(probs.tolist()):
+            if value == -math.inf or symbol in (VOCAB.pad_id, VOCAB.bos_id):
+                continue
+            total = logp + value
+            if symbol == eos and not spelled:
+                if prefix:
+                    complete.append((prefix, total))
+                else:
+                    empty = total
+            elif symbol == eos:
+                expand([*prefix, spelled], "", total, length)
+            elif length + 1 > max_chars:
+                cut += math.exp(total)
+            elif symbol == space:
+                expand([*prefix, spelled + " "], "", total, length + 1)
+            else:
+                expand(prefix, spelled + VOCAB.symbols[symbol], total, length + 1)
+
+    expand([], "", 0.0, 0)
+    return complete, empty, cut
+
+
+@pytest.mark.parametrize(
+    "model,max_segment_length,context",
+    [
+        ("slm", None, "lstm"),
+        ("slm", 2, "lstm"),
+        ("slm", None, "words"),
+        ("slm", None, "none"),
+        ("segment-lstm", None, "lstm"),
+        ("segment-lstm", 2, "lstm"),
+    ],
+)
+def test_probabilities_of_all_segmented_texts_sum_to_one(model, max_segment_length, context):
+    lm = tiny(model, max_segment_length, context=context)
+    complete, empty, cut = walk(lm, N)
+    assert len(complete) > 100
+    batch = SegmentedBatch.from_segments(VOCAB, [segments for segments, _ in complete])
+    scores = lm.score(batch)
+    path = torch.tensor([logp for _, logp in complete])
+    assert torch.allclose(scores.total, path, atol=1e-5)
+    assert torch.allclose(scores.per_position.sum(1), scores.total, atol=1e-5)
+    total = scores.total.exp().sum().item() + math.exp(empty) + cut
+    assert total == pytest.approx(1.0, abs=1e-5)
+    assert 0.01 < cut < 0.99  # the check is not carried by one term alone
+    if max_segment_length:
+        longest = max(len(s.strip()) for segments, _ in complete for s in segments)
+        assert longest == max_segment_length
+
+
+def test_a_space_cannot_start_a_segment_or_follow_another():
+    lm = tiny("slm")
+    space = VOCAB.encode(" ")[0]
+    assert lm.next_symbol_log_probs([], "")[space] == -math.inf
+    assert lm.next_symbol_log_probs(["ab "], "")[space] == -math.inf
+    assert lm.next_symbol_log_probs(["ab "], "a")[space] > -math.inf
+
+
+def segmentations(text: str) -> list[list[int]]:
+    """Every decision vector of ``text`` (spaces are forced boundaries)."""
+    n = len(text)
+    free = [i for i in range(n - 1) if text[i] != " " and text[i + 1] != " "]
+    out = []
+    for bits in itertools.product([0, 1], repeat=len(free)):
+        decisions = [0] * max(n - 1, 1)
+        for i, bit in zip(free, bits, strict=True):
+            decisions[i] = bit
+        out.append(decisions)
+    return out
+
+
+TEXTS = ["abab", "ab ba", "b", "aab ab a", "?ab"]
+
+
+@pytest.mark.parametrize(
+    "max_segment_length,context", [(None, "lstm"), (2, "lstm"), (None, "words"), (3, "none")]
+)
+def test_dp_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length, context):
+    lm = tiny("slm", max_segment_length, context=context)
+    marginal = lm.log_marginal(lm.encode(TEXTS))
+    posteriors = lm.boundary_posteriors(lm.encode(TEXTS))
+    best, best_score = lm.viterbi(lm.encode(TEXTS))
+    for row, text in enumerate(TEXTS):
+        batch = SegmentedBatch.from_decisions(
+            VOCAB, [text] * len(segmentations(text)), segmentations(text)
+        )
+        scores = lm.score(batch).total
+        assert marginal[row].item() == pytest.approx(torch.logsumexp(scores, 0).item(), abs=1e-5)
+        weights = torch.softmax(scores, 0)
+        assert weights.sum().item() == pytest.approx(1.0, abs=1e-6)
+        expected = (weights.unsqueeze(1) * batch.ends.float()).sum(0)
+        assert torch.allclose(posteriors[row, : len(text)], expected, atol=1e-5)
+        winner = int(scores.argmax())
+        assert best.ends[row, : len(text)].tolist() == batch.ends[winner].tolist()
+        assert best_score[row].item() == pytest.approx(scores[winner].item(), abs=1e-5)
+    space_at = TEXTS[1].index(" ")
+    assert posteriors[1, space_at].item() == 0.0
+    assert posteriors[1, space_at - 1].item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "model,max_segment_length,context",
+    [
+        ("slm", None, "lstm"),
+        ("slm", 2, "lstm"),
+        ("slm", None, "words"),
+        ("segment-lstm", None, "lstm"),
+        ("segment-lstm", 2, "lstm"),
+    ],
+)
+def test_flip_scores_equal_brute_force_rescoring(model, max_segment_length, context):
+    lm = tiny(model, max_segment_length, seed=3, context=context)
+    pairs = [(text, d) for text in TEXTS for d in segmentations(text)]
+    if max_segment_length:  # segmentations the model can produce (flips may leave them: +inf)
+        pairs = [
+            (t, d)
+            for t, d in pairs
+            if max(map(len, SegmentedBatch.from_decisions(VOCAB, [t], [d]).segments()[0])) <= 2
+        ]
+    texts, decisions = [t for t, _ in pairs], [d for _, d in pairs]
+    width = max(len(t) for t in texts)
+    decisions = [d + [0] * (width - 1 - len(d)) for d in decisions]
+    batch = SegmentedBatch.from_decisions(VOCAB, texts, decisions)
+    local = lm.flip_scores(batch)
+    brute = lm.brute_force_flip_scores(batch, chunk=7)
+    finite = torch.isfinite(brute)
+    assert torch.equal(finite, torch.isfinite(local))
+    assert torch.allclose(local[finite], brute[finite], atol=1e-5)
+    assert (local[~batch.flippable] == 0).all()
+    total = lm.score(batch).total
+    # one position by hand: flip the decision after the first character of the first text
+    ends = batch.ends.clone()
+    ends[0, 0] = ~ends[0, 0]
+    other = lm.score(batch.with_ends(ends)).total
+    assert local[0, 0].item() == pytest.approx((total[0] - other[0]).item(), abs=1e-5)
+    if max_segment_length == 2:  # merging "ab" and "ab" in "abab" makes a 4-character segment
+        assert (torch.isinf(local) & (local > 0)).any()
+
+
+def test_flip_sign_favours_the_better_decision():
+    """A model that has learnt "ab" as a unit: keeping "ab" whole scores higher, so the flip score of
+    the decision not to split inside "ab" is positive, and of a split inside it negative."""
+    lm = tiny("slm")
+    texts = ["ab ab ab ab"] * 32
+    batch = lm.segmented(texts, [[0] * 10] * 32)
+    optimizer = torch.optim.Adam(lm.parameters(), lr=0.05)
+    lm.train()
+    for _ in range(60):
+        loss, _ = lm.loss(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    lm.eval()
+    kept = lm.flip_scores(lm.segmented(["ab ab"], [[0, 0, 0, 0]]))
+    split = lm.flip_scores(lm.segmented(["ab ab"], [[1, 0, 0, 0]]))
+    assert kept[0, 0] > 0 and split[0, 0] < 0
+    assert kept[0, 0].item() == pytest.approx(-split[0, 0].item(), abs=1e-5)
+    assert kept[0, 1] == 0 and kept[0, 2] == 0  # forced positions around the space
+    # the incremental rewards agree: "ab" scores more than "a" then "b"
+    whole = lm.score(lm.segmented(segments=[["ab", " ", "ab"]])).per_position
+    parts = lm.score(lm.segmented(segments=[["a", "b", " ", "ab"]])).per_position
+    assert whole[0, 1] > parts[0, 0] + parts[0, 1]
+    assert torch.allclose(whole[0, 3:], parts[0, 3:])  # the second word's segment is the same
+    # and so do the posterior and Viterbi: no boundary inside "ab"
+    chars = lm.encode(["ab ab"])
+    assert lm.boundary_posteriors(chars)[0, 0] < 0.5
+    assert lm.viterbi(chars)[0].segments() == [["ab", "ab"]]
+
+
+def test_lexicon_mixture_is_normalised():
+    lexicon = ["a", "ab", "ba", "bab"]
+    lm = tiny("segment-lstm", lexicon=lexicon)
+    with torch.no_grad():
+        lm.lexicon.gate.bias.fill_(40.0)  # all mass on the lexicon path
+    segments = []
+    for entry in lexicon:
+        for follow in ("", " "):
+            segments.append([entry + follow, "a"])
+    scores = lm.score(SegmentedBatch.from_segments(VOCAB, segments))
+    first = torch.stack(
+        [scores.per_position[row, len(s[0].strip()) - 1] for row, s in enumerate(segments)]
+    )
+    assert first.exp().sum().item() == pytest.approx(1.0, abs=1e-6)
+    # with the gate shut, the model is its speller: a lexicon-free twin with the same weights agrees
+    with torch.no_grad():
+        lm.lexicon.gate.bias.fill_(-40.0)
+    twin = tiny("segment-lstm")
+    twin.load_state_dict({k: v for k, v in lm.state_dict().items() if not k.startswith("lexicon.")})
+    batch = SegmentedBatch.from_segments(VOCAB, [["ab", " ", "ba", "b"], ["bab"]])
+    assert torch.allclose(lm.score(batch).total, twin.score(batch).total, atol=1e-5)
