@@ -93,14 +93,29 @@ def start_run(
     experiment: str = DEFAULT_EXPERIMENT,
     run_name: str | None = None,
     tags: Mapping[str, str] | None = None,
+    run_id: str | None = None,
 ) -> Iterator[mlflow.ActiveRun]:
     """Start an MLflow run that logs ``config`` (a config dataclass or a flat dict).
 
     Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) every run becomes a child of the project's run, in
     its experiment, so a job that trains several segmenters logs one child run for each.
+
+    ``run_id`` continues an existing run instead (a resumed training job): its config was logged
+    when it started and is not logged again.
     """
     uri = ensure_reachable()
     mlflow.set_tracking_uri(uri)
+    if run_id is not None:
+        try:
+            run = mlflow.start_run(run_id=run_id)
+        except mlflow.exceptions.MlflowException as e:
+            raise TrackingError(
+                f"tracking store {uri}: cannot continue run {run_id} ({e}); resume with the store "
+                "the run started in (MLFLOW_TRACKING_URI and the folder you run in)"
+            ) from None
+        with run:
+            yield run
+        return
     parent = project_run_id()
     try:
         if parent:
