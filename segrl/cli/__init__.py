@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "segrl.cli.data",
     "segrl.cli.baseline",
     "segrl.cli.tracking",
+    "segrl.cli.train",
 )
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
