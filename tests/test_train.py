@@ -88,7 +88,7 @@ def test_a_changed_config_does_not_resume_a_run(mlflow_store, small_corpus_file)
     with pytest.raises(TrainingInterrupted):
         train_reinforce(config, on_step=lambda step, stats: step == 4)
     changed = small_config(small_corpus_file, mlflow_store, **{"reinforce.lr": 0.5})
-    with pytest.raises(ConfigError, match=r"reinforce.lr: 0.001 -> 0.5"):
+    with pytest.raises(ConfigError, match=r"reinforce.lr: 0.003 -> 0.5"):
         train_reinforce(changed)
     longer = small_config(small_corpus_file, mlflow_store, **{"reinforce.steps": 14})
     assert train_reinforce(longer).step == 14  # more steps is a resumable change

@@ -15,7 +15,9 @@ with ``n`` the free decisions of the batch and the weights ``w``:
 - **per-action** rewards: ``w_bi = r_bi`` (+1/-1 for Morfessor and gold), no baseline, as in the study
   (optionally ``r_bi - baseline(X_b)``).
 
-Gradients are clipped to ``max_grad_norm``. Sampling is for training; evaluation is greedy (argmax).
+The entropy bonus's weight depends on the reward's scale (``ReinforceConfig.entropy_coef``): large
+for +-1 per decision, so that no decision saturates before the policy has learnt to tell splits
+from non-splits. Gradients are clipped to ``max_grad_norm``. Sampling is for training; evaluation is greedy (argmax).
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ class Reinforce:
                 advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
             weights = advantage.unsqueeze(1).expand_as(logits[..., 0])
 
-        loss, loss_stats = reinforce_loss(logits, actions, free, weights, self.config.entropy_coef)
+        entropy_coef = self.config.entropy(self.reward_mode)
+        loss, loss_stats = reinforce_loss(logits, actions, free, weights, entropy_coef)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)

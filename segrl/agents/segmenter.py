@@ -41,6 +41,11 @@ def pad_positions(values: torch.Tensor, positions: int) -> torch.Tensor:
     return torch.cat([values, values.new_zeros(shape)], dim=1)
 
 
+def separator_id(vocab: CharVocab) -> int | None:
+    """The id of the space (the word separator) in ``vocab``, or None."""
+    return vocab.encode(" ")[0] if " " in vocab else None
+
+
 class AgentSegmenter:
     """A trained segmenter policy as a segmenter of sentences (greedy decisions by default)."""
 
@@ -109,6 +114,7 @@ class AgentSegmenter:
                 "segmenter": vars(self.policy.config),
                 "n_actions": self.policy.n_actions,
                 "max_len": self.policy.max_len,
+                "separator_id": self.policy.separator_id,
                 "hide_spaces": self.hide_spaces,
             }
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -127,7 +133,9 @@ class AgentSegmenter:
             meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
             config = SegmenterConfig(**meta["segmenter"])
             vocab = CharVocab.load(path / VOCAB_FILE)
-            policy = SegmenterPolicy(len(vocab), meta["n_actions"], meta["max_len"], config)
+            policy = SegmenterPolicy(
+                len(vocab), meta["n_actions"], meta["max_len"], config, meta["separator_id"]
+            )
             state = torch.load(path / POLICY_FILE, map_location=device, weights_only=True)
             policy.load_state_dict(state)
         except FileNotFoundError as e:

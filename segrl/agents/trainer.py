@@ -23,7 +23,7 @@ from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.reinforce import Reinforce
 from segrl.agents.run import RunDir, TrainingInterrupted, stop_requests
-from segrl.agents.segmenter import AgentSegmenter
+from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import TrainingTask, build_task
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
@@ -66,7 +66,13 @@ def train_reinforce(
 
     seed_everything(config.seed)
     setup = task.setup
-    policy = SegmenterPolicy(setup.vocab_size, setup.n_actions, setup.max_len, config.segmenter)
+    policy = SegmenterPolicy(
+        setup.vocab_size,
+        setup.n_actions,
+        setup.max_len,
+        config.segmenter,
+        separator_id(task.corpus.vocab),
+    )
     learner = Reinforce(policy.to(device), config.reinforce, config.env.reward, device)
     env = VectorSentenceSegmentEnv(config.reinforce.batch_size, seed=config.seed, setup=setup)
     observation = env.reset()

@@ -83,12 +83,12 @@ class CharSegmentEnv(SegmentationEnv):
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         self._check_running()
-        if not self.action_space.contains(action):
+        if not (np.ndim(action) == 0 and 0 <= int(action) < self.setup.n_actions):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
-        rewards, terminated, batch = self.slots.step_one(np.array([int(action)]))
+        rewards, terminated = self.slots.step_one(np.array([int(action)]))
         done = bool(terminated[0])
         info: dict[str, Any] = {}
         if done:
             self._done = True
-            info = {"sentence": self.slots.sentences[0], "segments": batch.segments(0)}
+            info = {"sentence": self.slots.sentences[0], "segments": self.slots.segments(0)}
         return first(char_observation(self.slots)), float(rewards[0]), done, False, info

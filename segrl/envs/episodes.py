@@ -14,6 +14,7 @@ import numpy as np
 from segrl.envs.setup import EnvSetup
 from segrl.errors import DataError
 from segrl.evaluators import NO_SPLIT, SegmentationBatch, encode_segmentation_batch
+from segrl.segmentation import segments_from_decisions
 
 
 class EpisodeSlots:
@@ -39,6 +40,7 @@ class EpisodeSlots:
         self.n_free = np.zeros(n, dtype=np.int64)  # [N]
         self.cursor = np.zeros(n, dtype=np.int64)  # [N] index into free_positions
         self.reward_start = np.zeros(n, dtype=np.int64)  # [N] first position not yet rewarded
+        self.position = np.zeros(n, dtype=np.int64)  # [N] the position decided next
 
     @property
     def positions(self) -> int:
@@ -76,9 +78,24 @@ class EpisodeSlots:
         self.n_free[index] = n_free
         self.cursor[index] = 0
         self.reward_start[index] = 0
+        self._advance()
 
-    def batch(self, rows: Sequence[int] | np.ndarray | None = None) -> SegmentationBatch:
-        """The slots (all, or ``rows``) as a ``SegmentationBatch`` (arrays copied)."""
+    def batch(
+        self, rows: Sequence[int] | np.ndarray | None = None, copy: bool = True
+    ) -> SegmentationBatch:
+        """The slots (all, or ``rows``) as a ``SegmentationBatch``: a snapshot, or with
+        ``copy=False`` (all rows only) views of the live arrays, for a call that reads them at once."""
+        if rows is None and not copy:
+            return SegmentationBatch(
+                sentences=self.sentences,
+                texts=self.texts,
+                ids=self.ids,
+                lengths=self.lengths,
+                decisions=self.decisions,
+                free_mask=self.free_mask,
+                word_boundary_mask=self.boundary_mask,
+                hide_spaces=self.setup.config.hide_spaces,
+            )
         index = np.arange(self.n) if rows is None else np.asarray(rows, dtype=np.int64)
         return SegmentationBatch(
             sentences=[self.sentences[i] for i in index],
@@ -91,40 +108,49 @@ class EpisodeSlots:
             hide_spaces=self.setup.config.hide_spaces,
         )
 
+    def segments(self, slot: int) -> list[str]:
+        """The segmentation of the slot's text that its decisions so far give."""
+        return segments_from_decisions(
+            self.texts[slot], (self.decisions[slot] != NO_SPLIT).tolist()
+        )
+
     # --- one decision per step (CharSegment) ---------------------------------------------------------
     def current_position(self) -> np.ndarray:
         """[N] the position each slot decides next; ``length - 1`` (past the last) once finished."""
+        return self.position.copy()
+
+    def _advance(self) -> None:
         finished = self.cursor >= self.n_free
         index = np.minimum(self.cursor, self.positions - 1)
         position = self.free_positions[np.arange(self.n), index]
-        return np.where(finished, self.lengths - 1, position)
+        self.position = np.where(finished, self.lengths - 1, position)
 
-    def step_one(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, SegmentationBatch]:
+    def step_one(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Apply one action per slot ([N] ints) at its current position.
 
-        Returns ``(rewards [N], terminated [N] bool, batch)``, ``batch`` being the slots after the
-        step. Per-action reward: the evaluator's action rewards over the positions this step covers
-        (from the first position not yet rewarded up to this one, through the end once finished), so
-        an episode's rewards sum to its row of ``action_rewards``. Sequence reward: the score, at the
-        end; 0 before.
+        Returns ``(rewards [N], terminated [N] bool)``. Per-action reward: the evaluator's action
+        rewards over the positions this step covers (from the first position not yet rewarded up to
+        this one, through the end once finished), so an episode's rewards sum to its row of
+        ``action_rewards``. Sequence reward: the score, at the end; 0 before.
         """
         rows = np.arange(self.n)
-        position = self.current_position()
+        position = self.position
         self.decisions[rows, position] = actions
         self.cursor += 1
         terminated = self.cursor >= self.n_free
-        batch = self.batch()
+        self._advance()
         rewards = np.zeros(self.n)
         if self.setup.config.reward == "per-action":
-            per_position = self.setup.evaluator.action_rewards(batch)  # [N, P]
-            totals = np.concatenate([np.zeros((self.n, 1)), np.cumsum(per_position, axis=1)], 1)
+            per_position = self.setup.evaluator.action_rewards(self.batch(copy=False))  # [N, P]
+            totals = np.zeros((self.n, self.positions + 1))
+            np.cumsum(per_position, axis=1, out=totals[:, 1:])
             stop = np.where(terminated, self.positions, position + 1)
             rewards = totals[rows, stop] - totals[rows, self.reward_start]
             self.reward_start = stop
         elif terminated.any():
             done = np.flatnonzero(terminated)
-            rewards[done] = self.setup.evaluator.score(batch.select(done))
-        return rewards, terminated, batch
+            rewards[done] = self.setup.evaluator.score(self.batch(done))
+        return rewards, terminated
 
     # --- all decisions in one step (SentenceSegment) -------------------------------------------------
     def step_all(
@@ -137,6 +163,7 @@ class EpisodeSlots:
         """
         self.decisions = np.where(self.free_mask, actions, self.decisions).astype(np.int64)
         self.cursor[:] = self.n_free
+        self._advance()
         batch = self.batch()
         if self.setup.config.reward == "per-action":
             action_rewards = self.setup.evaluator.action_rewards(batch)

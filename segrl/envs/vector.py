@@ -141,7 +141,8 @@ class VectorCharSegmentEnv(VectorSegmentationEnv):
             raise ValueError(f"{actions.shape[0]} actions for {self.num_envs} environments")
         if actions.min() < 0 or actions.max() >= self.setup.n_actions:
             raise ValueError(f"actions must be in 0..{self.setup.n_actions - 1}")
-        rewards, dones, batch = self.slots.step_one(actions)
+        rewards, dones = self.slots.step_one(actions)
+        batch = self.slots.batch()
         final = self.observe()
         segments: list[list[str] | None] = [None] * self.num_envs
         finished = np.flatnonzero(dones)

@@ -41,6 +41,7 @@ class ReferenceEvaluator(Evaluator):
         self.alpha = alpha
         self._words: dict[str, np.ndarray | None] = {}
         self._sentences: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = {}
+        self._padded_rows: dict[tuple[str, bool, int], np.ndarray] = {}
 
     @abstractmethod
     def segment_word(self, word: str) -> Sequence[str] | None:
@@ -86,13 +87,25 @@ class ReferenceEvaluator(Evaluator):
         return splits, known
 
     def reference(self, batch: SegmentationBatch) -> tuple[np.ndarray, np.ndarray]:
-        splits = np.zeros(batch.decisions.shape, dtype=bool)
-        known = np.zeros(batch.decisions.shape, dtype=bool)
-        for row, sentence in enumerate(batch.sentences):
-            row_splits, row_known = self.sentence_reference(sentence, batch.hide_spaces)
-            splits[row, : len(row_splits)] = row_splits
-            known[row, : len(row_known)] = row_known
-        return splits, known
+        rows = [self._padded(s, batch.hide_spaces, batch.positions) for s in batch.sentences]
+        if not rows:
+            empty = np.zeros(batch.decisions.shape, dtype=bool)
+            return empty, empty.copy()
+        return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
+
+    def _padded(self, sentence: str, hide_spaces: bool, width: int) -> np.ndarray:
+        """``sentence_reference`` padded to ``width`` positions, as one [2, width] array (cached)."""
+        key = (sentence, hide_spaces, width)
+        padded = self._padded_rows.get(key)
+        if padded is None:
+            splits, known = self.sentence_reference(sentence, hide_spaces)
+            padded = np.zeros((2, width), dtype=bool)
+            padded[0, : len(splits)] = splits
+            padded[1, : len(known)] = known
+            if len(self._padded_rows) >= MAX_CACHED_SENTENCES:
+                self._padded_rows.clear()
+            self._padded_rows[key] = padded
+        return padded
 
     def errors(self, batch: SegmentationBatch) -> dict[str, np.ndarray]:
         """Per row ([B] int64): ``scored`` positions, ``missed`` and ``spurious`` splits."""
