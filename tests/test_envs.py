@@ -233,3 +233,17 @@ def test_vector_char_env_steps_in_lock_step_and_resets_finished_episodes(corpus,
         assert single.step(actions)[1] == total
     with pytest.raises(ValueError, match="actions"):
         env.step(np.zeros(2, dtype=np.int64))
+
+
+@pytest.mark.parametrize("env_id", [CHAR_SEGMENT_ID, SENTENCE_SEGMENT_ID])
+def test_stable_baselines3_multi_input_policy_trains_on_the_envs(env_id, corpus, morfessor):
+    from stable_baselines3 import PPO
+
+    env = gym.make(env_id, corpus=corpus, evaluator=morfessor, max_len=64)
+    model = PPO(
+        "MultiInputPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu"
+    )
+    model.learn(total_timesteps=64)
+    observation, _ = env.reset(seed=0)
+    action, _ = model.predict(observation, deterministic=True)
+    assert env.action_space.contains(action)

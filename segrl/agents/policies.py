@@ -132,20 +132,9 @@ class BiLSTMEncoder(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, config.embedding_dim, padding_idx=0)
         dropout = config.dropout if config.layers > 1 else 0.0
-        self.forward_lstm = nn.LSTM(
-            config.embedding_dim,
-            config.hidden_dim,
-            config.layers,
-            batch_first=True,
-            dropout=dropout,
-        )
-        self.backward_lstm = nn.LSTM(
-            config.embedding_dim,
-            config.hidden_dim,
-            config.layers,
-            batch_first=True,
-            dropout=dropout,
-        )
+        sizes = (config.embedding_dim, config.hidden_dim, config.layers)
+        self.forward_lstm = nn.LSTM(*sizes, batch_first=True, dropout=dropout)
+        self.backward_lstm = nn.LSTM(*sizes, batch_first=True, dropout=dropout)
         self.dropout = nn.Dropout(config.dropout)
         self.hidden_dim = config.hidden_dim
         self.feature_dim = 2 * config.hidden_dim

@@ -111,6 +111,7 @@ def train_reinforce(
         else:
             print(f"resuming {run.path} from step {step} of {steps}", flush=True)
         running: dict[str, list[float]] = defaultdict(list)
+        shown: dict[str, str] = {}
         progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
         deadline = None if config.max_minutes is None else session_start + 60 * config.max_minutes
         while step < steps:
@@ -123,11 +124,13 @@ def train_reinforce(
             if step % config.log_every == 0 or step == steps:
                 means = {f"train/{k}": sum(v) / len(v) for k, v in running.items()}
                 tracking.log_metrics(means, step=step)
-                progress.set_postfix(reward=f"{means['train/reward']:.3f}")
+                shown["reward"] = f"{means['train/reward']:.3f}"
+                progress.set_postfix(shown)
                 running.clear()
             if step % config.eval_every == 0 and step < steps:
                 metrics = evaluate_and_log(segmenter, task, step)
-                progress.set_postfix(f1=f"{metrics.get('morfessor_boundary_f1', 0.0):.3f}")
+                shown["morfessor_f1"] = f"{metrics.get('morfessor_boundary_f1', 0.0):.3f}"
+                progress.set_postfix(shown)
             stopping = stop.is_set() or (on_step is not None and on_step(step, stats))
             if step % config.checkpoint_every == 0 or step == steps or stopping:
                 save()

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from segrl.data import Corpus, GoldWord
 from segrl.envs.episodes import EpisodeSlots
 from segrl.envs.setup import EnvSetup
 from segrl.evaluators import Evaluator
@@ -19,24 +16,12 @@ class SegmentationEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(
-        self,
-        corpus: Corpus | str | Path | None = None,
-        split: str = "train",
-        texts: Sequence[str] | None = None,
-        max_len: int | None = None,
-        hide_spaces: bool = False,
-        evaluator: str | Evaluator = "morfessor",
-        reward: str = "per-action",
-        rules: str = "binary",
-        gold: Sequence[GoldWord] | None = None,
-        render_mode: str | None = None,
-    ):
+    def __init__(self, render_mode: str | None = None, **options: Any):
+        """``options``: those of ``EnvSetup.create`` (``corpus``, ``split``, ``texts``, ``max_len``,
+        ``hide_spaces``, ``evaluator``, ``reward``, ``rules``, ``gold``)."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        self.setup = EnvSetup.create(
-            corpus, split, texts, max_len, hide_spaces, evaluator, reward, rules, gold
-        )
+        self.setup = EnvSetup.create(**options)
         self.render_mode = render_mode
         self.slots = EpisodeSlots(self.setup, 1)
         self._done = True

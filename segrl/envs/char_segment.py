@@ -70,8 +70,8 @@ class CharSegmentEnv(SegmentationEnv):
     of the text) at the end.
     """
 
-    def __init__(self, **options: Any):
-        super().__init__(**options)
+    def __init__(self, render_mode: str | None = None, **options: Any):
+        super().__init__(render_mode, **options)
         self.observation_space = char_observation_space(self.setup)
         self.action_space = gym.spaces.Discrete(self.setup.n_actions)
 

@@ -85,28 +85,19 @@ class EpisodeSlots:
     ) -> SegmentationBatch:
         """The slots (all, or ``rows``) as a ``SegmentationBatch``: a snapshot, or with
         ``copy=False`` (all rows only) views of the live arrays, for a call that reads them at once."""
-        if rows is None and not copy:
-            return SegmentationBatch(
-                sentences=self.sentences,
-                texts=self.texts,
-                ids=self.ids,
-                lengths=self.lengths,
-                decisions=self.decisions,
-                free_mask=self.free_mask,
-                word_boundary_mask=self.boundary_mask,
-                hide_spaces=self.setup.config.hide_spaces,
-            )
-        index = np.arange(self.n) if rows is None else np.asarray(rows, dtype=np.int64)
-        return SegmentationBatch(
-            sentences=[self.sentences[i] for i in index],
-            texts=[self.texts[i] for i in index],
-            ids=self.ids[index],
-            lengths=self.lengths[index],
-            decisions=self.decisions[index],
-            free_mask=self.free_mask[index],
-            word_boundary_mask=self.boundary_mask[index],
+        live = SegmentationBatch(
+            sentences=self.sentences,
+            texts=self.texts,
+            ids=self.ids,
+            lengths=self.lengths,
+            decisions=self.decisions,
+            free_mask=self.free_mask,
+            word_boundary_mask=self.boundary_mask,
             hide_spaces=self.setup.config.hide_spaces,
         )
+        if rows is None and not copy:
+            return live
+        return live.select(np.arange(self.n) if rows is None else rows)
 
     def segments(self, slot: int) -> list[str]:
         """The segmentation of the slot's text that its decisions so far give."""

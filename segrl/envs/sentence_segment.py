@@ -53,8 +53,8 @@ class SentenceSegmentEnv(SegmentationEnv):
     ``action_rewards``.
     """
 
-    def __init__(self, **options: Any):
-        super().__init__(**options)
+    def __init__(self, render_mode: str | None = None, **options: Any):
+        super().__init__(render_mode, **options)
         self.observation_space = sentence_observation_space(self.setup)
         self.action_space = sentence_action_space(self.setup)
 
