@@ -1,11 +1,30 @@
 """segrl: a workbench for discovering meaning-bearing units (morphemes, words) in raw character text.
 
-Importing the package is cheap: heavy dependencies (torch, mlflow, gymnasium environments) load when
-the module that needs them is imported.
+Importing the package is cheap: heavy dependencies (torch, mlflow, the environments' code) load when
+the module that needs them is imported. It registers the Gymnasium environments by entry-point
+string (``segrl/CharSegment-v0``, ``segrl/SentenceSegment-v0``), so ``gymnasium.make`` finds them.
 """
+
+import gymnasium
 
 from segrl.errors import ConfigError, DataError, ModelError, SegrlError, TrackingError
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "DataError", "ModelError", "SegrlError", "TrackingError", "__version__"]
+ENVIRONMENTS = {
+    "segrl/CharSegment-v0": "segrl.envs.char_segment:CharSegmentEnv",
+    "segrl/SentenceSegment-v0": "segrl.envs.sentence_segment:SentenceSegmentEnv",
+}
+for _env_id, _entry_point in ENVIRONMENTS.items():
+    if _env_id not in gymnasium.registry:
+        gymnasium.register(id=_env_id, entry_point=_entry_point)
+
+__all__ = [
+    "ENVIRONMENTS",
+    "ConfigError",
+    "DataError",
+    "ModelError",
+    "SegrlError",
+    "TrackingError",
+    "__version__",
+]

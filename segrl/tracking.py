@@ -99,11 +99,23 @@ def start_run(
 
     Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) every run becomes a child of the project's run, in
     its experiment, so a job that trains several segmenters logs one child run for each.
+
     With ``resume_run_id`` the run of that id continues (an interrupted job resuming from its
-    checkpoint); its config was logged when it started and is not logged again.
+    checkpoint), wherever it was started; its config was logged then and is not logged again.
     """
     uri = ensure_reachable()
     mlflow.set_tracking_uri(uri)
+    if resume_run_id is not None:
+        try:
+            run = mlflow.start_run(run_id=resume_run_id, tags=dict(tags or {}))
+        except mlflow.exceptions.MlflowException as e:
+            raise TrackingError(
+                f"tracking store {uri}: cannot continue run {resume_run_id} ({e}); resume with the store "
+                "the run started in (MLFLOW_TRACKING_URI and the folder you run in)"
+            ) from None
+        with run:
+            yield run
+        return
     parent = project_run_id()
     try:
         if parent:
@@ -111,17 +123,10 @@ def start_run(
             mlflow.set_experiment(experiment_id=parent_experiment)
         else:
             mlflow.set_experiment(experiment)
-        if resume_run_id:
-            run = mlflow.start_run(run_id=resume_run_id, tags=dict(tags or {}))
-        else:
-            run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}), parent_run_id=parent)
+        run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}), parent_run_id=parent)
     except mlflow.exceptions.MlflowException as e:
-        what = f"resume run {resume_run_id}" if resume_run_id else "start a run"
-        raise TrackingError(f"tracking store {uri}: cannot {what} ({e})") from None
+        raise TrackingError(f"tracking store {uri}: cannot start a run ({e})") from None
     with run:
-        if resume_run_id:
-            yield run
-            return
         params = flatten_config(config) if is_dataclass(config) else dict(config)
         log_params(params)
         if is_dataclass(config):

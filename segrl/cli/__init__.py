@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "segrl.cli.tracking",
     "segrl.cli.lm",
     "segrl.cli.units",
+    "segrl.cli.train",
 )
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -1,0 +1,33 @@
+"""Agents that learn to segment: segmenter policies (BiLSTM, Transformer) and REINFORCE.
+
+from segrl.agents import TrainConfig, train
+result = train(TrainConfig())          # REINFORCE, BiLSTM, Morfessor rewards, bundled corpus
+"""
+
+from segrl.agents.config import ReinforceConfig, TrainConfig
+from segrl.agents.policies import (
+    BiLSTMEncoder,
+    DecisionHead,
+    SegmenterConfig,
+    SegmenterPolicy,
+    TransformerEncoder,
+)
+from segrl.agents.registry import AGENTS, train
+from segrl.agents.reinforce import Reinforce, ValueBaseline, reinforce_loss
+from segrl.agents.segmenter import AgentSegmenter
+
+__all__ = [
+    "AGENTS",
+    "AgentSegmenter",
+    "BiLSTMEncoder",
+    "DecisionHead",
+    "Reinforce",
+    "ReinforceConfig",
+    "SegmenterConfig",
+    "SegmenterPolicy",
+    "TrainConfig",
+    "TransformerEncoder",
+    "ValueBaseline",
+    "reinforce_loss",
+    "train",
+]

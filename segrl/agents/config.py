@@ -1,0 +1,136 @@
+"""``segrl train``'s config: the agent, its segmenter policy, the environment, the evaluator, the data,
+and how the run is logged and checkpointed. Every field has a default that works."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from segrl.agents.policies import SegmenterConfig
+from segrl.config import DataConfig, GoldConfig, TrackingConfig
+from segrl.envs.setup import EnvConfig
+from segrl.errors import ConfigError
+from segrl.evaluators.registry import EvaluatorConfig
+
+DEFAULT_ENTROPY = {"per-action": 2.0, "sequence": 0.05}
+"""Entropy bonus per reward mode when ``ReinforceConfig.entropy_coef`` is None (see there)."""
+
+
+@dataclass
+class ReinforceConfig:
+    """REINFORCE (spec §1.4): all decisions of a sentence in one step, ``batch_size`` sentences per
+    update. Sequence rewards use the learned baseline; per-action rewards are used as they are."""
+
+    steps: int = 2000
+    """Updates (each on ``batch_size`` sentences)."""
+    batch_size: int = 64
+    lr: float = 3e-3
+    """Adam learning rate of the policy."""
+    baseline_lr: float = 1e-3
+    """Adam learning rate of the baseline MLP (sequence rewards only)."""
+    baseline_hidden: int = 100
+    """Hidden units of the 2-layer baseline MLP (the study's 100)."""
+    entropy_coef: float | None = None
+    """Weight of the entropy bonus (mean entropy per decision). None: ``DEFAULT_ENTROPY`` of the
+    reward mode. The bonus must be on the scale of the rewards. With +-1 per decision, the expected
+    gradient of a decision's logit ``z`` (of the right action) is ``sigmoid'(z) (2 - coef * z)``:
+    at 2.0 a logit settles at ``|z| = 1`` and a wrong one keeps a gradient close to a supervised
+    model's, where a small bonus lets every decision saturate towards the majority action (never
+    split), after which the minority's gradient vanishes. Evaluation is greedy, so the wide
+    training distribution costs nothing there. Sequence rewards reach each decision standardised
+    and shared with ~60 others: 0.05."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping of the policy (global L2 norm)."""
+    normalize_advantages: bool = True
+    """Sequence rewards: standardise ``reward - baseline`` over the batch."""
+    per_action_baseline: bool = False
+    """Per-action rewards: subtract the learned baseline too (the study uses none; +-1 is centred)."""
+
+    def entropy(self, reward_mode: str) -> float:
+        """The entropy bonus's weight for ``reward_mode``."""
+        if self.entropy_coef is not None:
+            return self.entropy_coef
+        return DEFAULT_ENTROPY[reward_mode]
+
+    def validate(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ConfigError("reinforce.steps and reinforce.batch_size must be at least 1")
+        if self.lr <= 0 or self.baseline_lr <= 0:
+            raise ConfigError("reinforce.lr and reinforce.baseline_lr must be positive")
+        if (self.entropy_coef is not None and self.entropy_coef < 0) or self.max_grad_norm <= 0:
+            raise ConfigError("reinforce.entropy_coef must be >= 0 and max_grad_norm > 0")
+
+
+@dataclass
+class TrainConfig:
+    """``segrl train``: train an agent to segment, rewarded by an evaluator; log it to MLflow."""
+
+    agent: str = "reinforce"
+    """The training algorithm (``reinforce``)."""
+    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    reinforce: ReinforceConfig = field(default_factory=ReinforceConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    gold: GoldConfig = field(default_factory=GoldConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    out: str | None = None
+    """The run folder (config, checkpoint, final segmenter). Run again with the same folder to resume
+    an interrupted run. None: ``runs/<name>``, the first such folder whose unfinished run has the
+    same config, else a new one."""
+    seed: int = 0
+    """Seed of the policy's initialisation, sampling, and sentence order."""
+    device: str = "auto"
+    threads: int | None = None
+    """PyTorch CPU threads (None: PyTorch's default)."""
+    gold_heldout_fraction: float = 0.1
+    """Gold evaluator: the fraction of gold words kept out of the rewards and scored at the end."""
+    eval_every: int = 250
+    """Steps between evaluations on held-out text (agreement with the reference, gold metrics)."""
+    eval_gold_words: int = 2000
+    """Gold words in the periodic evaluation (the final one uses the whole gold set)."""
+    checkpoint_every: int = 50
+    log_every: int = 10
+    max_minutes: float | None = None
+    """Stop training after this many minutes (checkpointed and evaluated as at the last step)."""
+
+    def validate(self) -> None:
+        from segrl.agents.registry import AGENTS
+
+        if self.agent not in AGENTS:
+            raise ConfigError(f"unknown agent {self.agent!r}; choose one of: {', '.join(AGENTS)}")
+        self.segmenter.validate()
+        self.env.validate()
+        self.reinforce.validate()
+        if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
+            raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
+        if not 0.0 < self.gold_heldout_fraction < 1.0:
+            raise ConfigError("gold_heldout_fraction must be between 0 and 1")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ConfigError("max_minutes must be positive")
+
+    @property
+    def name(self) -> str:
+        """The segmenter's name in ``segrl compare``: agent, policy, evaluator, reward (and ``hidden``
+        when spaces are hidden)."""
+        parts = [self.agent, self.segmenter.kind, self.evaluator.name, self.env.reward]
+        if self.env.hide_spaces:
+            parts.append("hidden")
+        return "-".join(parts)
+
+
+RESUMABLE_CHANGES = frozenset(
+    {
+        "reinforce.steps",
+        "eval_every",
+        "eval_gold_words",
+        "checkpoint_every",
+        "log_every",
+        "max_minutes",
+        "device",
+        "threads",
+        "out",
+        "tracking.run_name",
+        "tracking.experiment",
+    }
+)
+"""Options that may differ when a run is resumed (they do not change what was trained so far)."""

@@ -1,0 +1,165 @@
+"""REINFORCE for segmentation (spec §1.4-1.5), batched over sentences.
+
+Each update: ``batch_size`` sentences from the batched ``SentenceSegment`` environment; the policy
+samples every decision at once (``p(S|X) = prod_i p(s_i|X)``); the evaluator rewards them in one call;
+then one gradient step on
+
+    loss = -sum_{b,i free} w_bi log p(s_bi | X_b) / n  -  entropy_coef * mean entropy per decision
+
+with ``n`` the free decisions of the batch and the weights ``w``:
+
+- **sequence** rewards: ``w_bi = A_b = R_b - baseline(X_b)`` for every position of sentence ``b``
+  (eq. 5.3), standardised over the batch (``normalize_advantages``); the baseline is a 2-layer MLP
+  (100 hidden units) on the sentence's mean position features (detached from the policy), trained to
+  regress ``R`` with its own optimiser;
+- **per-action** rewards: ``w_bi = r_bi`` (+1/-1 for Morfessor and gold), no baseline, as in the study
+  (optionally ``r_bi - baseline(X_b)``).
+
+The entropy bonus's weight depends on the reward's scale (``ReinforceConfig.entropy_coef``): large
+for +-1 per decision, so that no decision saturates before the policy has learnt to tell splits
+from non-splits. Gradients are clipped to ``max_grad_norm``. Sampling is for training; evaluation is greedy (argmax).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+from segrl.agents.config import ReinforceConfig
+from segrl.agents.policies import SegmenterPolicy, masked_mean
+from segrl.agents.segmenter import pad_positions, trim
+from segrl.envs.vector import VectorSentenceSegmentEnv
+from segrl.evaluators import SegmentationBatch
+
+
+class ValueBaseline(nn.Module):
+    """The learned baseline: a 2-layer MLP from a sentence's mean position features to its reward."""
+
+    def __init__(self, feature_dim: int, hidden: int = 100):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(feature_dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def forward(self, features: torch.Tensor, free_mask: torch.Tensor) -> torch.Tensor:
+        """``features`` [B, P, F], ``free_mask`` [B, P] True at decisions -> [B] predicted reward."""
+        return self.net(masked_mean(features, free_mask)).squeeze(-1)
+
+
+def reinforce_loss(
+    logits: torch.Tensor,
+    actions: torch.Tensor,
+    free_mask: torch.Tensor,
+    weights: torch.Tensor,
+    entropy_coef: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The REINFORCE loss with one weight per decision (see the module docstring).
+
+    ``logits`` [B, P, A], ``actions`` [B, P], ``free_mask`` [B, P] bool (True at the agent's
+    decisions), ``weights`` [B, P] (advantage or reward of each decision; no gradient flows into it).
+    """
+    dist = Categorical(logits=logits)
+    log_prob = dist.log_prob(actions)  # [B, P]
+    entropy = dist.entropy()  # [B, P]
+    mask = free_mask.to(log_prob.dtype)
+    n = mask.sum().clamp(min=1.0)
+    policy_term = -(weights.detach() * log_prob * mask).sum() / n
+    mean_entropy = (entropy * mask).sum() / n
+    loss = policy_term - entropy_coef * mean_entropy
+    return loss, {"policy_loss": policy_term.item(), "entropy": mean_entropy.item()}
+
+
+class Reinforce:
+    """The learner: a segmenter policy, the learned baseline where used, and their optimisers."""
+
+    def __init__(
+        self,
+        policy: SegmenterPolicy,
+        config: ReinforceConfig,
+        reward_mode: str,
+        device: torch.device | str = "cpu",
+    ):
+        self.policy = policy
+        self.config = config
+        self.reward_mode = reward_mode
+        self.device = torch.device(device)
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
+        self.baseline: ValueBaseline | None = None
+        self.baseline_optimizer: torch.optim.Optimizer | None = None
+        if reward_mode == "sequence" or config.per_action_baseline:
+            self.baseline = ValueBaseline(policy.feature_dim, config.baseline_hidden).to(device)
+            self.baseline_optimizer = torch.optim.Adam(
+                self.baseline.parameters(), lr=config.baseline_lr
+            )
+
+    def step(
+        self, env: VectorSentenceSegmentEnv, observation: dict[str, np.ndarray]
+    ) -> tuple[dict[str, np.ndarray], dict[str, float], SegmentationBatch]:
+        """Sample decisions for the sentences of ``observation``, get their rewards from ``env``,
+        update. Returns the next observation, stats, and the rewarded batch."""
+        self.policy.train()
+        ids, lengths, width = trim(observation["chars"], observation["length"][:, 0])
+        ids, lengths = ids.to(self.device), lengths.to(self.device)
+        free = torch.from_numpy(observation["free"][:, : width - 1].astype(bool)).to(self.device)
+        features = self.policy.features(ids, lengths)  # [B, W-1, F]
+        logits = self.policy.head(features)  # [B, W-1, A]
+        with torch.no_grad():
+            actions = Categorical(logits=logits).sample()  # [B, W-1]
+        padded = pad_positions(actions.cpu(), env.slots.positions).numpy()
+        next_observation, rewards, _dones, info = env.step(padded)
+
+        stats: dict[str, float] = {"reward": float(rewards.mean())}
+        values = None
+        if self.reward_mode == "per-action":
+            per_decision = torch.from_numpy(info["action_rewards"][:, : width - 1]).float()
+            per_decision = per_decision.to(self.device)
+            target = masked_mean(per_decision, free)  # [B] mean reward per decision
+            weights = per_decision
+            if self.baseline is not None:
+                values = self.baseline(features.detach(), free)
+                weights = per_decision - values.detach().unsqueeze(1)
+            stats["reward_per_decision"] = float(target.mean())
+        else:
+            target = torch.from_numpy(rewards).float().to(self.device)  # [B]
+            values = self.baseline(features.detach(), free)
+            advantage = target - values.detach()
+            if self.config.normalize_advantages and len(advantage) > 1:
+                advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+            weights = advantage.unsqueeze(1).expand_as(logits[..., 0])
+
+        entropy_coef = self.config.entropy(self.reward_mode)
+        loss, loss_stats = reinforce_loss(logits, actions, free, weights, entropy_coef)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        stats.update(loss_stats)
+        stats["grad_norm"] = float(grad_norm)
+        stats["split_rate"] = float((actions != 0)[free].float().mean()) if free.any() else 0.0
+
+        if values is not None:
+            baseline_loss = nn.functional.mse_loss(values, target)
+            self.baseline_optimizer.zero_grad(set_to_none=True)
+            baseline_loss.backward()
+            self.baseline_optimizer.step()
+            stats["baseline_loss"] = baseline_loss.item()
+        return next_observation, stats, info["batch"]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "baseline": self.baseline.state_dict() if self.baseline else None,
+            "baseline_optimizer": (
+                self.baseline_optimizer.state_dict() if self.baseline_optimizer else None
+            ),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.baseline is not None:
+            self.baseline.load_state_dict(state["baseline"])
+            self.baseline_optimizer.load_state_dict(state["baseline_optimizer"])

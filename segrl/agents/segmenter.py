@@ -1,0 +1,147 @@
+"""A segmenter policy used as a segmenter: texts in, segmentations out (argmax, or sampled).
+
+``AgentSegmenter`` wraps a ``SegmenterPolicy`` with its vocabulary and word-boundary mode, segments
+batches of sentences for the metrics of ``segrl.metrics``, and saves/loads itself as a folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+from segrl.data import CharVocab
+from segrl.errors import ModelError
+from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
+
+POLICY_FILE = "policy.pt"
+META_FILE = "agent_segmenter.json"
+VOCAB_FILE = "vocab.json"
+EVAL_BATCH = 256
+
+
+def trim(ids: np.ndarray, lengths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Character ids cut to the longest text of the batch: ``(ids [B, W], lengths [B], W)``."""
+    width = max(int(lengths.max()), 2)
+    return torch.from_numpy(ids[:, :width]), torch.from_numpy(lengths), width
+
+
+def pad_positions(values: torch.Tensor, positions: int) -> torch.Tensor:
+    """[B, W - 1, ...] -> [B, positions, ...], zero-padded on the right."""
+    missing = positions - values.shape[1]
+    if missing <= 0:
+        return values
+    shape = (values.shape[0], missing, *values.shape[2:])
+    return torch.cat([values, values.new_zeros(shape)], dim=1)
+
+
+def separator_id(vocab: CharVocab) -> int | None:
+    """The id of the space (the word separator) in ``vocab``, or None."""
+    return vocab.encode(" ")[0] if " " in vocab else None
+
+
+class AgentSegmenter:
+    """A trained segmenter policy as a segmenter of sentences (greedy decisions by default)."""
+
+    def __init__(
+        self,
+        policy: SegmenterPolicy,
+        vocab: CharVocab,
+        hide_spaces: bool = False,
+        device: torch.device | str = "cpu",
+    ):
+        self.policy = policy
+        self.vocab = vocab
+        self.hide_spaces = hide_spaces
+        self.device = torch.device(device)
+
+    @torch.no_grad()
+    def decide(
+        self,
+        batch: SegmentationBatch,
+        sample: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> SegmentationBatch:
+        """``batch`` with the policy's decisions at its free positions (argmax, or sampled)."""
+        was_training = self.policy.training
+        self.policy.eval()
+        try:
+            ids, lengths, _width = trim(batch.ids, batch.lengths)
+            logits = self.policy(ids.to(self.device), lengths.to(self.device))  # [B, W-1, A]
+            if sample:
+                probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1)
+                actions = torch.multinomial(probs, 1, generator=generator).view(logits.shape[:2])
+            else:
+                actions = logits.argmax(dim=-1)
+            actions = pad_positions(actions.cpu(), batch.positions)
+        finally:
+            self.policy.train(was_training)
+        return batch.with_decisions(actions.numpy())
+
+    def decide_sentences(self, sentences: Sequence[str]) -> SegmentationBatch:
+        """Greedy decisions for ``sentences`` (one batch; see ``segment_sentences`` for many)."""
+        batch = encode_segmentation_batch(self.vocab, sentences, hide_spaces=self.hide_spaces)
+        return self.decide(batch)
+
+    def segment_sentences(self, sentences: Sequence[str]) -> list[list[str]]:
+        """Segmentations of ``sentences`` (each a list of segments that spell the sentence, spaces
+        included), decided greedily in length-sorted batches."""
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        out: list[list[str]] = [[] for _ in sentences]
+        for start in range(0, len(order), EVAL_BATCH):
+            rows = order[start : start + EVAL_BATCH]
+            batch = self.decide_sentences([sentences[i] for i in rows])
+            for k, i in enumerate(rows):
+                segments = batch.segments(k)
+                out[i] = with_spaces(sentences[i], segments) if self.hide_spaces else segments
+        return out
+
+    def save(self, path: str | Path) -> Path:
+        """Save to the folder ``path`` (atomically: a complete folder or the previous one)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            torch.save(self.policy.state_dict(), tmp / POLICY_FILE)
+            self.vocab.save(tmp / VOCAB_FILE)
+            meta = {
+                "segmenter": vars(self.policy.config),
+                "n_actions": self.policy.n_actions,
+                "max_len": self.policy.max_len,
+                "separator_id": self.policy.separator_id,
+                "hide_spaces": self.hide_spaces,
+            }
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
+            if path.exists():
+                shutil.rmtree(path)
+            tmp.rename(path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, device: torch.device | str = "cpu") -> AgentSegmenter:
+        """Load a segmenter saved by ``save``."""
+        path = Path(path)
+        try:
+            meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+            config = SegmenterConfig(**meta["segmenter"])
+            vocab = CharVocab.load(path / VOCAB_FILE)
+            policy = SegmenterPolicy(
+                len(vocab), meta["n_actions"], meta["max_len"], config, meta["separator_id"]
+            )
+            state = torch.load(path / POLICY_FILE, map_location=device, weights_only=True)
+            policy.load_state_dict(state)
+        except FileNotFoundError as e:
+            raise ModelError(
+                f"{path}: no saved agent segmenter here ({e.filename} missing)"
+            ) from None
+        except (json.JSONDecodeError, KeyError, TypeError, RuntimeError) as e:
+            raise ModelError(f"{path}: not a loadable agent segmenter ({e})") from None
+        return cls(policy.to(device), vocab, meta["hide_spaces"], device)

@@ -1,0 +1,118 @@
+"""What a training run plays and is measured on, from its config: episodes, the evaluator, held-out
+texts, the references its agreement is measured against, and the gold words it is scored on.
+
+- Corpus evaluators (Morfessor; a co-trained LM): episodes are the corpus's training sentences;
+  agreement is measured on the validation sentences during training and on the test sentences at the
+  end; the gold metrics use the configured gold set.
+- The gold evaluator: the gold words are split (seeded) into reward words, which are the episodes
+  (one word per episode), and held-out words, on which agreement and the gold metrics are measured;
+  the bundled corpus covers too few gold words for sentence-level gold rewards.
+
+Agreement with Morfessor is always measured (a common yardstick, and the collapse diagnostic of
+LM-rewarded runs); with the gold evaluator, agreement with the gold analyses too.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from segrl.agents.config import TrainConfig
+from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.envs.setup import EnvSetup
+from segrl.evaluators import Evaluator, ReferenceEvaluator, build_evaluator
+from segrl.evaluators.gold import GoldEvaluator
+from segrl.evaluators.morfessor import MorfessorEvaluator
+
+
+@dataclass
+class TrainingTask:
+    corpus: Corpus
+    setup: EnvSetup
+    """Training episodes and the evaluator that rewards them."""
+    heldout: list[str]
+    """Texts for agreement during training."""
+    final_heldout: list[str]
+    """Texts for agreement at the end."""
+    references: dict[str, ReferenceEvaluator]
+    gold: list[GoldWord]
+    """Gold words of the final standard metrics."""
+    gold_sample: list[GoldWord]
+    """Gold words of the periodic standard metrics."""
+    text: list[str]
+    """Held-out corpus sentences for units per character during training."""
+    final_text: list[str]
+
+    @property
+    def evaluator(self) -> Evaluator:
+        return self.setup.evaluator
+
+
+def build_task(
+    config: TrainConfig, corpus: Corpus | None = None, gold: list[GoldWord] | None = None
+) -> TrainingTask:
+    """Load (or take) the corpus and gold set and build the task ``config`` describes."""
+    corpus = corpus or load_corpus(config.data)
+    if config.evaluator.name == "gold":
+        everything = gold if gold is not None else load_gold(config.gold.path)
+        reward_words, heldout_words = split_gold(
+            everything, config.gold_heldout_fraction, config.seed
+        )
+        if config.gold.max_words is not None:
+            heldout_words = heldout_words[: config.gold.max_words]
+        evaluator: Evaluator = GoldEvaluator(reward_words, alpha=config.evaluator.alpha)
+        episodes = [g.word for g in reward_words]
+        heldout = [g.word for g in heldout_words]
+        references: dict[str, ReferenceEvaluator] = {
+            "gold": GoldEvaluator(everything, alpha=config.evaluator.alpha)
+        }
+        final_gold = heldout_words
+        periodic_heldout, final_heldout = heldout[: config.eval_gold_words], heldout
+    else:
+        final_gold = (
+            gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+        )
+        evaluator = build_evaluator(config.evaluator, corpus, final_gold)
+        episodes = corpus.train
+        references = {}
+        periodic_heldout, final_heldout = corpus.valid, corpus.test
+    if isinstance(evaluator, MorfessorEvaluator):
+        references["morfessor"] = evaluator
+    else:
+        morfessor = replace(config.evaluator, name="morfessor")
+        references["morfessor"] = MorfessorEvaluator.from_config(morfessor, corpus)
+    setup = EnvSetup.create(
+        corpus=corpus,
+        texts=episodes,
+        max_len=config.data.max_len,
+        hide_spaces=config.env.hide_spaces,
+        evaluator=evaluator,
+        reward=config.env.reward,
+        rules=config.env.rules,
+    )
+    sample = random.Random(config.seed).sample(
+        final_gold, min(config.eval_gold_words, len(final_gold))
+    )
+    return TrainingTask(
+        corpus=corpus,
+        setup=setup,
+        heldout=list(periodic_heldout),
+        final_heldout=list(final_heldout),
+        references=references,
+        gold=list(final_gold),
+        gold_sample=sample,
+        text=list(corpus.valid),
+        final_text=list(corpus.test),
+    )
+
+
+def split_gold(
+    gold: list[GoldWord], heldout_fraction: float, seed: int
+) -> tuple[list[GoldWord], list[GoldWord]]:
+    """A seeded split of gold words into reward words and held-out words."""
+    order = list(range(len(gold)))
+    random.Random(seed).shuffle(order)
+    n_heldout = max(1, round(len(gold) * heldout_fraction))
+    heldout = [gold[i] for i in order[:n_heldout]]
+    reward = [gold[i] for i in order[n_heldout:]]
+    return reward, heldout

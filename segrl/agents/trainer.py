@@ -1,0 +1,182 @@
+"""The ``segrl train --agent reinforce`` job: build the task, train with checkpoints, evaluate as it
+goes, log everything to MLflow, register the final segmenter for ``segrl compare``.
+
+Inputs are read and checked, and the run folder chosen, before an MLflow run starts, so bad input
+leaves nothing behind. A run resumes from its folder's checkpoint (see ``segrl.agents.run``); the
+first Ctrl-C stops at the next step boundary with a checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from segrl import tracking
+from segrl.agents.config import TrainConfig
+from segrl.agents.evaluation import evaluate_agent
+from segrl.agents.policies import SegmenterPolicy
+from segrl.agents.reinforce import Reinforce
+from segrl.agents.run import RunDir, TrainingInterrupted, stop_requests
+from segrl.agents.segmenter import AgentSegmenter, separator_id
+from segrl.agents.task import TrainingTask, build_task
+from segrl.data import Corpus, GoldWord
+from segrl.envs.vector import VectorSentenceSegmentEnv
+from segrl.metrics import BOUNDARY_F1
+from segrl.runtime import resolve_device, seed_everything
+
+AGENT_KIND = "agent"
+
+
+@dataclass
+class TrainResult:
+    """What a finished training run leaves: its final metrics and where everything is."""
+
+    metrics: dict[str, float]
+    run_dir: Path
+    run_id: str
+    step: int
+    resumed_from: int | None
+    """The checkpoint step training resumed from (None for a fresh run)."""
+
+
+def train_reinforce(
+    config: TrainConfig,
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+    on_step: Callable[[int, dict[str, float]], bool] | None = None,
+) -> TrainResult:
+    """Train a segmenter policy with REINFORCE as ``config`` says; returns the final metrics.
+
+    ``on_step(step, stats)`` is called after every update; returning True stops training there as a
+    Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
+    """
+    config.validate()
+    tracking.ensure_reachable()
+    device = resolve_device(config.device)
+    task = build_task(config, corpus, gold)
+    run = RunDir.open(config)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+
+    seed_everything(config.seed)
+    setup = task.setup
+    policy = SegmenterPolicy(
+        setup.vocab_size,
+        setup.n_actions,
+        setup.max_len,
+        config.segmenter,
+        separator_id(task.corpus.vocab),
+    )
+    learner = Reinforce(policy.to(device), config.reinforce, config.env.reward, device)
+    env = VectorSentenceSegmentEnv(config.reinforce.batch_size, seed=config.seed, setup=setup)
+    observation = env.reset()
+    segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
+
+    state = run.load()  # restores every RNG state
+    step, elapsed, resumed_from = 0, 0.0, None
+    if state is not None:
+        learner.load_state_dict(state["learner"])
+        task.evaluator.load_state_dict(state["evaluator"])
+        observation = env.load_state_dict(state["env"])
+        step, elapsed, resumed_from = state["step"], state["elapsed_seconds"], state["step"]
+
+    def save() -> None:
+        run.save(
+            step=step,
+            elapsed_seconds=elapsed + time.perf_counter() - session_start,
+            learner=learner.state_dict(),
+            evaluator=task.evaluator.state_dict(),
+            env=env.state_dict(),
+        )
+
+    steps = config.reinforce.steps
+    run_name = config.tracking.run_name or run.path.name
+    mlflow_run_id = run.info.get("mlflow_run_id") if state is not None else None
+    tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}
+    with (
+        tracking.start_run(config, config.tracking.experiment, run_name, tags, mlflow_run_id),
+        stop_requests() as stop,
+    ):
+        run.update_info(mlflow_run_id=tracking.active_run_id())
+        session_start = time.perf_counter()
+        if state is None:
+            tracking.log_dict(task.corpus.settings, "corpus.json")
+            evaluate_and_log(segmenter, task, step=0)
+        else:
+            print(f"resuming {run.path} from step {step} of {steps}", flush=True)
+        running: dict[str, list[float]] = defaultdict(list)
+        shown: dict[str, str] = {}
+        progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
+        deadline = None if config.max_minutes is None else session_start + 60 * config.max_minutes
+        while step < steps:
+            observation, stats, batch = learner.step(env, observation)
+            stats.update({f"evaluator/{k}": v for k, v in task.evaluator.update(batch).items()})
+            step += 1
+            progress.update(1)
+            for key, value in stats.items():
+                running[key].append(value)
+            if step % config.log_every == 0 or step == steps:
+                means = {f"train/{k}": sum(v) / len(v) for k, v in running.items()}
+                tracking.log_metrics(means, step=step)
+                shown["reward"] = f"{means['train/reward']:.3f}"
+                progress.set_postfix(shown)
+                running.clear()
+            if step % config.eval_every == 0 and step < steps:
+                metrics = evaluate_and_log(segmenter, task, step)
+                shown["morfessor_f1"] = f"{metrics.get('morfessor_boundary_f1', 0.0):.3f}"
+                progress.set_postfix(shown)
+            stopping = stop.is_set() or (on_step is not None and on_step(step, stats))
+            if step % config.checkpoint_every == 0 or step == steps or stopping:
+                save()
+            if stopping:
+                progress.close()
+                raise TrainingInterrupted(f"stopped at step {step}; run again to resume")
+            if deadline is not None and time.perf_counter() > deadline:
+                save()
+                break
+        progress.close()
+        total_seconds = elapsed + time.perf_counter() - session_start
+        metrics = finish(segmenter, task, run, config, step, total_seconds)
+    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
+
+
+def evaluate_and_log(segmenter: AgentSegmenter, task: TrainingTask, step: int) -> dict[str, float]:
+    """Evaluate on the periodic held-out texts and gold sample; log as ``eval/...`` at ``step``."""
+    metrics, samples = evaluate_agent(
+        segmenter, task.heldout, task.references, task.gold_sample, task.text
+    )
+    tracking.log_metrics({f"eval/{k}": v for k, v in metrics.items()}, step=step)
+    tracking.log_text(samples, f"samples/step_{step:06d}.txt")
+    return metrics
+
+
+def finish(
+    segmenter: AgentSegmenter,
+    task: TrainingTask,
+    run: RunDir,
+    config: TrainConfig,
+    step: int,
+    train_seconds: float,
+) -> dict[str, float]:
+    """The final evaluation (test text, whole gold set), the segmenter saved and registered."""
+    metrics, samples = evaluate_agent(
+        segmenter, task.final_heldout, task.references, task.gold, task.final_text
+    )
+    metrics["train_seconds"] = train_seconds
+    metrics["train_steps"] = float(step)
+    tracking.log_segmenter(config.name, AGENT_KIND, metrics, samples)
+    tracking.log_artifact(segmenter.save(run.segmenter_path), "segmenter")
+    run.update_info(finished=True, step=step, metrics=metrics)
+    summary = ", ".join(
+        f"{key} {metrics[key]:.3f}"
+        for key in (BOUNDARY_F1, *(f"{name}_boundary_f1" for name in task.references))
+        if key in metrics
+    )
+    print(f"[{config.name}] step {step}: {summary} ({train_seconds:.0f}s)", flush=True)
+    return metrics

@@ -1,0 +1,101 @@
+"""``segrl train``: train an agent to segment, rewarded by an evaluator, logged to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+
+from segrl.cli.common import (
+    add_config_arg,
+    add_data_args,
+    add_gold_args,
+    add_tracking_args,
+    config_from_args,
+    where_to_look,
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a segmenting agent (REINFORCE) rewarded by an evaluator; log it to MLflow",
+        description="Train a segmenter policy (BiLSTM or Transformer) with an RL agent in the "
+        "segmentation environment, rewarded by an evaluator (Morfessor's decisions, or a gold "
+        "segmentation). Logs reward, entropy, agreement with the reference, gold metrics and "
+        "sample segmentations to MLflow, and registers the final segmenter for `segrl compare`. "
+        "Run the same command again to resume an interrupted run from its last checkpoint.",
+    )
+    group = parser.add_argument_group("agent")
+    group.add_argument("--agent", dest="agent", metavar="NAME", help="reinforce (default)")
+    group.add_argument(
+        "--segmenter", dest="segmenter.kind", metavar="KIND", help="bilstm (default) or transformer"
+    )
+    group.add_argument(
+        "--evaluator", dest="evaluator.name", metavar="NAME", help="morfessor (default) or gold"
+    )
+    group.add_argument(
+        "--reward", dest="env.reward", metavar="MODE", help="per-action (default) or sequence"
+    )
+    group.add_argument(
+        "--hide-spaces",
+        dest="env.hide_spaces",
+        action="store_const",
+        const=True,
+        help="remove spaces: word boundaries become decisions too (word discovery)",
+    )
+    group.add_argument(
+        "--rules", dest="env.rules", metavar="SET", help="binary (default) or full (5 actions)"
+    )
+    group.add_argument(
+        "--steps", dest="reinforce.steps", type=int, metavar="N", help="updates (default 2000)"
+    )
+    group.add_argument(
+        "--batch-size",
+        dest="reinforce.batch_size",
+        type=int,
+        metavar="N",
+        help="sentences per update (default 64)",
+    )
+    group.add_argument("--lr", dest="reinforce.lr", type=float, metavar="X")
+    group.add_argument("--entropy-coef", dest="reinforce.entropy_coef", type=float, metavar="X")
+    group.add_argument(
+        "--train-seed",
+        dest="seed",
+        type=int,
+        metavar="N",
+        help="seed of initialisation and sampling (default 0)",
+    )
+    run = parser.add_argument_group("run")
+    run.add_argument(
+        "--out",
+        dest="out",
+        metavar="DIR",
+        help="run folder (checkpoints, final segmenter); the same folder resumes (default: runs/NAME)",
+    )
+    run.add_argument("--device", dest="device", metavar="DEV", help="auto (default), cpu, cuda")
+    run.add_argument("--threads", dest="threads", type=int, metavar="N", help="CPU threads")
+    run.add_argument(
+        "--max-minutes",
+        dest="max_minutes",
+        type=float,
+        metavar="M",
+        help="stop training after M minutes, then evaluate",
+    )
+    run.add_argument("--eval-every", dest="eval_every", type=int, metavar="N")
+    run.add_argument("--checkpoint-every", dest="checkpoint_every", type=int, metavar="N")
+    add_config_arg(parser)
+    add_data_args(parser)
+    add_gold_args(parser)
+    add_tracking_args(parser)
+    parser.set_defaults(func=run_train_command)
+
+
+def run_train_command(args: argparse.Namespace) -> int:
+    from segrl.agents import TrainConfig, train
+
+    config = config_from_args(TrainConfig, args)
+    config.validate()
+    print(f"[{config.name}] training; Ctrl-C stops at the next step with a checkpoint", flush=True)
+    result = train(config)
+    print(f"run folder: {result.run_dir}")
+    print(where_to_look(config.tracking.experiment))
+    return 0

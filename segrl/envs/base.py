@@ -1,0 +1,50 @@
+"""What the two Gymnasium environments share: options, one episode slot, the choice of sentence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from segrl.envs.episodes import EpisodeSlots
+from segrl.envs.setup import EnvSetup
+from segrl.evaluators import Evaluator
+
+
+class SegmentationEnv(gym.Env):
+    """Base of ``CharSegmentEnv`` and ``SentenceSegmentEnv`` (whose docstrings give the options)."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, render_mode: str | None = None, **options: Any):
+        """``options``: those of ``EnvSetup.create`` (``corpus``, ``split``, ``texts``, ``max_len``,
+        ``hide_spaces``, ``evaluator``, ``reward``, ``rules``, ``gold``)."""
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.setup = EnvSetup.create(**options)
+        self.render_mode = render_mode
+        self.slots = EpisodeSlots(self.setup, 1)
+        self._done = True
+
+    @property
+    def evaluator(self) -> Evaluator:
+        return self.setup.evaluator
+
+    def _start(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
+        """Seed, then load ``options["text"]`` or a sentence drawn with the seeded generator."""
+        super().reset(seed=seed)
+        text = (options or {}).get("text")
+        if text is None:
+            text = self.setup.sentences[int(self.np_random.integers(len(self.setup.sentences)))]
+        self.slots.load([0], [text])
+        self._done = False
+        return {"sentence": text}
+
+    def _check_running(self) -> None:
+        if self._done:
+            raise RuntimeError("the episode is over: call reset() before step()")
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self.slots.render(0, cursor=not self._done)
+        return None

@@ -1,0 +1,249 @@
+"""The Gymnasium environments and the batched ones: registration, API checks, transitions, rewards."""
+
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import segrl  # noqa: F401  (registers the environments)
+from segrl.config import DataConfig
+from segrl.data import GoldWord, load_corpus
+from segrl.envs import (
+    CHAR_SEGMENT_ID,
+    SENTENCE_SEGMENT_ID,
+    VectorCharSegmentEnv,
+    VectorSentenceSegmentEnv,
+)
+from segrl.errors import ConfigError, DataError
+from segrl.evaluators import EvaluatorConfig, build_evaluator
+from segrl.evaluators.gold import GoldEvaluator
+from tests.conftest import write_small_corpus
+
+GOLD = [
+    GoldWord("walked", (("walk", "ed"),)),
+    GoldWord("cats", (("cat", "s"),)),
+    GoldWord("the", (("the",),)),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
+    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
+
+
+@pytest.fixture(scope="module")
+def morfessor(corpus, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("morfessor")
+    return build_evaluator(EvaluatorConfig(cache_dir=str(cache)), corpus)
+
+
+@pytest.fixture
+def gold():
+    return GoldEvaluator(GOLD)
+
+
+def test_import_segrl_registers_without_torch():
+    code = (
+        "import sys, gymnasium, segrl; "
+        "print('segrl/CharSegment-v0' in gymnasium.registry, "
+        "'segrl/SentenceSegment-v0' in gymnasium.registry, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "False"]
+
+
+@pytest.mark.parametrize("env_id", [CHAR_SEGMENT_ID, SENTENCE_SEGMENT_ID])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"reward": "sequence"},
+        {"hide_spaces": True, "rules": "full"},
+        {"hide_spaces": True, "reward": "sequence", "max_len": 100},
+    ],
+)
+def test_registered_envs_pass_gymnasium_and_sb3_checks(env_id, options, corpus, morfessor):
+    env = gym.make(env_id, corpus=corpus, evaluator=morfessor, render_mode="ansi", **options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gym_check_env(env.unwrapped)
+        sb3_check_env(env.unwrapped, warn=True)
+    messages = [str(w.message) for w in caught if "segrl" not in str(w.filename)]
+    assert not messages, messages
+    env.reset(seed=0)
+    assert isinstance(env.render(), str)
+
+
+def test_char_segment_skips_known_spaces_and_rewards_each_decision(corpus, gold):
+    env = gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, render_mode="ansi")
+    obs, info = env.reset(seed=0, options={"text": "the cats"})
+    assert info == {"sentence": "the cats"}
+    assert obs["length"].tolist() == [8]
+    assert obs["decisions"][:7].tolist() == [0, 0, 1, 1, 0, 0, 0]  # the space's two sides forced
+    positions, rewards = [], []
+    # reference: the | cat|s -> decisions at 0, 1 (no), 4, 5 (no), 6 (split)
+    for action in [0, 1, 0, 0, 1]:
+        positions.append(int(obs["position"][0]))
+        obs, reward, terminated, truncated, info = env.step(action)
+        rewards.append(reward)
+    assert positions == [0, 1, 4, 5, 6]  # 2 and 3 are beside the space
+    assert rewards == [1.0, -1.0, 1.0, 1.0, 1.0]
+    assert terminated and not truncated
+    assert info["segments"] == ["th", "e", " ", "cat", "s"]
+    assert obs["decisions"][:7].tolist() == [0, 1, 1, 1, 0, 0, 1]
+    assert env.render() == "th-e cat-s"
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+
+
+def test_char_segment_sequence_reward_comes_at_the_end(corpus, gold):
+    env = gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, reward="sequence")
+    env.reset(seed=0, options={"text": "walked"})
+    rewards = [env.step(a)[1] for a in [0, 0, 0, 0]]
+    _obs, last, terminated, _trunc, _info = env.step(0)
+    assert rewards == [0.0] * 4 and terminated
+    assert last == pytest.approx(-0.75 / 5)  # one missed split (walk|ed) in five decisions
+
+
+def test_char_segment_hidden_spaces_decides_word_boundaries(corpus, gold):
+    env = gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, hide_spaces=True)
+    obs, _ = env.reset(seed=0, options={"text": "the cats"})
+    assert obs["length"].tolist() == [7]  # "thecats"
+    total, steps, terminated = 0.0, 0, False
+    while not terminated:
+        obs, reward, terminated, _, info = env.step(1 if int(obs["position"][0]) in (2, 5) else 0)
+        total += reward
+        steps += 1
+    assert steps == 6 and total == 6.0
+    assert info["segments"] == ["the", "cat", "s"]
+
+
+def test_char_segment_random_draws_follow_the_seed(corpus, morfessor):
+    env = gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=morfessor)
+    first = [env.reset(seed=7)[1]["sentence"] for _ in range(2)]
+    assert first[0] == first[1]
+    assert first[0] in corpus.train
+
+
+def test_sentence_segment_gives_action_rewards_in_info(corpus, gold):
+    env = gym.make(
+        SENTENCE_SEGMENT_ID, corpus=corpus, texts=["the cats"], evaluator=gold, max_len=12
+    )
+    obs, _ = env.reset(seed=0, options={"text": "the cats"})
+    assert obs["free"].tolist() == [1, 1, 0, 0, 1, 1, 1] + [0] * 4
+    action = np.zeros(11, dtype=np.int8)
+    action[[1, 6, 9]] = 1  # 1 is wrong, 6 right, 9 beyond the text (ignored)
+    _obs, reward, terminated, _trunc, info = env.step(action)
+    assert terminated
+    assert info["action_rewards"].tolist() == [1, -1, 0, 0, 1, 1, 1] + [0] * 4
+    assert reward == 3.0
+    assert info["segments"] == ["th", "e", " ", "cat", "s"]
+
+
+def test_bad_options_and_texts_are_clear_errors(corpus, gold):
+    with pytest.raises(ConfigError, match="unknown reward mode 'bogus'"):
+        gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, reward="bogus")
+    with pytest.raises(ConfigError, match="unknown rule set"):
+        gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, rules="many")
+    with pytest.raises(DataError, match="longer than max_len=8"):
+        gym.make(
+            CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, texts=["the cats walked"], max_len=8
+        )
+    with pytest.raises(DataError, match="leaves a decision to make"):
+        gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, texts=["a b c"])
+    env = gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold)
+    with pytest.raises(DataError, match="leaves no decision"):
+        env.reset(options={"text": "a b"})
+    env.reset(options={"text": "the cats"})
+    with pytest.raises(ValueError, match="not in"):
+        env.step(2)
+
+
+def test_vector_sentence_env_matches_the_single_env(corpus, gold):
+    texts = ["the cats walked", "cats walked", "the cats", "walked"]
+    vector = VectorSentenceSegmentEnv(
+        2, seed=3, corpus=corpus, texts=texts, evaluator=gold, max_len=20
+    )
+    single = gym.make(SENTENCE_SEGMENT_ID, corpus=corpus, evaluator=gold, max_len=20)
+    observation = vector.reset()
+    seen = []
+    rng = np.random.default_rng(0)
+    for _ in range(4):  # two epochs of four sentences
+        actions = rng.integers(0, 2, size=(2, 19))
+        sentences = list(vector.slots.sentences)
+        seen.extend(sentences)
+        next_observation, rewards, dones, info = vector.step(actions)
+        assert dones.all()
+        for row, sentence in enumerate(sentences):
+            obs, _ = single.reset(options={"text": sentence})
+            assert np.array_equal(obs["chars"], observation["chars"][row])
+            _, reward, _, _, single_info = single.step(actions[row])
+            assert reward == rewards[row]
+            assert np.array_equal(single_info["action_rewards"], info["action_rewards"][row])
+        observation = next_observation
+    assert sorted(seen[:4]) == sorted(texts) and sorted(seen[4:]) == sorted(texts)
+
+
+def test_vector_env_state_resumes_the_same_sentences(corpus, gold):
+    def make():
+        return VectorSentenceSegmentEnv(3, seed=1, corpus=corpus, evaluator=gold)
+
+    env = make()
+    env.reset()
+    actions = np.zeros((3, env.slots.positions), dtype=np.int64)
+    env.step(actions)
+    state = env.state_dict()
+    expected = [env.step(actions)[3]["batch"].sentences for _ in range(5)]
+    resumed = make()
+    resumed.reset()
+    resumed.load_state_dict(state)
+    assert [resumed.step(actions)[3]["batch"].sentences for _ in range(5)] == expected
+
+
+def test_vector_char_env_steps_in_lock_step_and_resets_finished_episodes(corpus, gold):
+    texts = ["the cats", "walked", "cats walked"]
+    env = VectorCharSegmentEnv(3, seed=0, corpus=corpus, texts=texts, evaluator=gold, max_len=16)
+    observation = env.reset()
+    totals = {}
+    running = np.zeros(3)
+    steps = 0
+    while len(totals) < 3 and steps < 50:
+        position = observation["position"][:, 0]
+        actions = (position % 2).astype(np.int64)  # split at odd positions
+        sentences = list(env.slots.sentences)
+        observation, rewards, dones, info = env.step(actions)
+        running += rewards
+        for slot in np.flatnonzero(dones):
+            totals.setdefault(sentences[slot], running[slot])
+            assert info["final_observation"]["position"][slot, 0] == len(sentences[slot]) - 1
+            assert info["segments"][slot] is not None
+            running[slot] = 0.0
+        steps += 1
+    # the same decisions in one step give the same total per sentence
+    single = gym.make(SENTENCE_SEGMENT_ID, corpus=corpus, texts=texts, evaluator=gold, max_len=16)
+    for sentence, total in totals.items():
+        single.reset(options={"text": sentence})
+        actions = (np.arange(15) % 2).astype(np.int8)
+        assert single.step(actions)[1] == total
+    with pytest.raises(ValueError, match="actions"):
+        env.step(np.zeros(2, dtype=np.int64))
+
+
+@pytest.mark.parametrize("env_id", [CHAR_SEGMENT_ID, SENTENCE_SEGMENT_ID])
+def test_stable_baselines3_multi_input_policy_trains_on_the_envs(env_id, corpus, morfessor):
+    from stable_baselines3 import PPO
+
+    env = gym.make(env_id, corpus=corpus, evaluator=morfessor, max_len=64)
+    model = PPO(
+        "MultiInputPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu"
+    )
+    model.learn(total_timesteps=64)
+    observation, _ = env.reset(seed=0)
+    action, _ = model.predict(observation, deterministic=True)
+    assert env.action_space.contains(action)
