@@ -145,7 +145,8 @@ class DCSAConfig(UnitVectorConfig):
     """Fraction of training during which every gate is open (1) and the sparsity penalty is off, so
     that the decoder learns to read slots before they can close (0: the paper's training). In a short
     run without it, the decoder is still a character language model when gates start to close; slots
-    are then noise to it, the reconstruction closes them, and closed slots get no gradient back."""
+    are then noise to it, the reconstruction closes them, and closed slots get no gradient back.
+    Evaluation always uses the test-time gates, during the warm-up too."""
 
     def validate(self) -> None:
         if self.slot_init not in SLOT_INITS:
