@@ -2,11 +2,14 @@
 
     segrl units train --model NAME [--config FILE] [--set arch.dim=256 ...] [flags]
     segrl units eval FOLDER [FOLDER ...] [--no-robustness] [flags]
+    segrl units probe FOLDER [FOLDER ...] [--targets bpe,morfessor] [--epochs N] [flags]
 
 ``train`` builds the model registered as NAME in ``segrl.units.registry.UNIT_MODELS``, trains it with
 the shared loop (``segrl.units.training``), evaluates it and logs it to MLflow as a segmenter of kind
 ``units``; re-running an interrupted command resumes from its checkpoint. ``eval`` evaluates saved
-model folders again (and compares their robustness when given several).
+model folders again (and compares their robustness when given several). ``probe`` trains forward and
+reverse probes on saved models' unit vectors against BPE and Morfessor units
+(``segrl.units.probe_experiment``).
 
 Extending:
 
@@ -44,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "units",
-        help="continuous-unit models: train, evaluate",
+        help="continuous-unit models: train, evaluate, probe",
         description="Character autoencoders whose units are read off attention maps "
         f"(models: {', '.join(available_models())}).",
     )
@@ -93,6 +96,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_gold_args(evaluate)
     evaluate.add_argument("--experiment", dest="tracking.experiment", metavar="NAME")
     evaluate.set_defaults(func=run_eval)
+
+    probe = units.add_parser(
+        "probe",
+        help="probe saved unit models' vectors against BPE and Morfessor units",
+        description="Forward probing (a shared MLP classifies each kept vector as a target unit "
+        "or empty, matched to the sentence's units by the Hungarian algorithm; P/R/F1) and "
+        "reverse probing (a Gaussian over the matched vector given the unit; negative "
+        "log-density, lower is better) of model folders written by `segrl units train`, and of "
+        "untrained models of the same configs as the control. Logged to MLflow (run 'probe').",
+    )
+    probe.add_argument("folders", nargs="+", metavar="FOLDER")
+    probe.add_argument(
+        "--targets",
+        type=lambda v: [t.strip() for t in v.split(",") if t.strip()],
+        metavar="LIST",
+        help="comma-separated: bpe, morfessor (default: both)",
+    )
+    for flag, key, kind, text in (
+        ("--epochs", "epochs", int, "forward-probe epochs (default 20)"),
+        ("--reverse-epochs", "reverse_epochs", int, "reverse-probe epochs (default 20)"),
+        ("--train-sentences", "train_sentences", int, "probe-training sentences (default 1000)"),
+        ("--test-sentences", "test_sentences", int, "probe-test sentences (default 500)"),
+        ("--bpe-vocab-size", "bpe_vocab_size", int, "BPE target vocabulary (default 5000)"),
+    ):
+        probe.add_argument(flag, dest=key, type=kind, metavar="N", help=text)
+    probe.add_argument(
+        "--no-untrained",
+        dest="untrained",
+        action="store_const",
+        const=False,
+        help="skip the untrained control models",
+    )
+    probe.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads")
+    probe.add_argument("--experiment", default="segrl", metavar="NAME", help="MLflow experiment")
+    probe.set_defaults(func=run_probe)
 
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(units)
@@ -184,6 +222,19 @@ def run_eval(args: argparse.Namespace) -> int:
     for result in results:
         print(format_metrics(result.name, result.metrics))
     print(where_to_look(experiment or "segrl"))
+    return 0
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    from segrl.units.probe_experiment import format_probe_table, run_probes
+    from segrl.units.probing import ProbeConfig
+
+    options = ("targets", "epochs", "reverse_epochs", "train_sentences", "test_sentences")
+    options += ("bpe_vocab_size", "untrained")
+    values = {k: getattr(args, k) for k in options if getattr(args, k) is not None}
+    rows = run_probes(args.folders, ProbeConfig(**values), args.experiment, args.threads)
+    print(format_probe_table(rows))
+    print(where_to_look(args.experiment))
     return 0
 
 

@@ -137,6 +137,8 @@ class UnitModel(nn.Module, ABC):
 
     config_class: ClassVar[type]
     train_defaults: ClassVar[Mapping[str, Any]] = {}
+    unit_key_maps: ClassVar[tuple[str, ...]] = ()
+    """Names of ``Encoding.layer_attention`` maps whose keys are unit vectors, not characters."""
 
     def __init__(self, config: Any, vocab_size: int):
         super().__init__()

@@ -47,7 +47,7 @@ def final_evaluation(
     figure_texts = [*e.figure_sentences, *corpus.valid[: e.figure_valid_sentences]]
     for i, text in enumerate(figure_texts):
         maps = attention_maps(model, vocab, text, e.figure_layers, precision)
-        figure = attention_figure(maps, text, title=f"{name}: {text}")
+        figure = attention_figure(maps, text, f"{name}: {text}", model.unit_key_maps)
         tracking.log_figure(figure, f"attention/sentence_{i}.png")
     rows: list[dict[str, Any]] = []
     if e.robustness:

@@ -199,6 +199,8 @@ class CharDecoder(nn.Module):
 
     ``forward(inputs [B, T], mask [B, T], memory [B, K, memory_dim], memory_mask [B, K])`` ->
     ``logits [B, T, vocab]``. A memory of another width than the decoder is projected first.
+    ``return_attention=True`` also gives the cross-attention maps (segments of models whose units are
+    the memory vectors are read off them).
     """
 
     def __init__(
@@ -229,12 +231,17 @@ class CharDecoder(nn.Module):
         mask: torch.Tensor,
         memory: torch.Tensor,
         memory_mask: torch.Tensor,
-    ) -> torch.Tensor:
+        return_attention: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        """Logits; with ``return_attention`` also each layer's cross-attention ``[B, H, T, K]``."""
         x = self.embedding(inputs)  # [B, T, D]
         memory = self.memory_projection(memory)  # [B, K, D]
+        cross = []
         for layer in self.layers:
-            x, _ = layer(x, mask, memory, memory_mask)
-        return self.output(self.norm(x))  # [B, T, V]
+            x, weights = layer(x, mask, memory, memory_mask)
+            cross.append(weights)
+        logits = self.output(self.norm(x))  # [B, T, V]
+        return (logits, cross) if return_attention else logits
 
 
 def token_cross_entropy(

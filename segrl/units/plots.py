@@ -6,7 +6,7 @@ shown; ``segrl.tracking.log_figure`` logs them to MLflow as images.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -29,10 +29,16 @@ def attention_maps(
     return out
 
 
-def attention_figure(maps: Mapping[str, np.ndarray], text: str, title: str = "") -> Figure:
+def attention_figure(
+    maps: Mapping[str, np.ndarray],
+    text: str,
+    title: str = "",
+    unit_keys: Collection[str] = (),
+) -> Figure:
     """One heat map per layer, side by side (bottom layer left), 0 dark to 1 light as in the NVIB
     paper; rows are the characters of ``text`` (queries), columns the keys (characters, then any
-    extra keys such as NVIB's prior component, labelled ``*``)."""
+    extra keys such as NVIB's prior component, labelled ``*``; for the maps named in ``unit_keys``,
+    unit vectors labelled by their index)."""
     n = max(len(maps), 1)
     size = max(3.0, 0.12 * len(text) + 1.5)
     fig = Figure(figsize=(size * n, size))
@@ -40,7 +46,10 @@ def attention_figure(maps: Mapping[str, np.ndarray], text: str, title: str = "")
     chars = [c if c != " " else "\u2423" for c in text]
     for ax, (name, weights) in zip(axes[0], maps.items(), strict=False):
         ax.imshow(weights, vmin=0.0, vmax=1.0, cmap="viridis", aspect="equal")
-        keys = chars + ["*"] * (weights.shape[1] - len(chars))
+        if name in unit_keys:
+            keys = [str(i) for i in range(weights.shape[1])]
+        else:
+            keys = chars + ["*"] * (weights.shape[1] - len(chars))
         fontsize = 7 if len(text) <= 40 else 4
         ax.set_xticks(range(len(keys)), keys, fontsize=fontsize)
         ax.set_yticks(range(len(chars)), chars, fontsize=fontsize)

@@ -15,6 +15,8 @@ from segrl.units.base import UnitModel
 UNIT_MODELS: dict[str, str] = {
     "transformer": "segrl.units.transformer:TransformerAutoencoder",
     "nvib": "segrl.units.nvib_model:NVIBAutoencoder",
+    "dcsa": "segrl.units.dcsa:DCSAAutoencoder",
+    "stride": "segrl.units.dcsa:StrideAutoencoder",
 }
 
 
