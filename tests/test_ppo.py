@@ -211,14 +211,16 @@ def test_sb3_actor_is_the_segmenter_policy_head(corpus, morfessor, tmp_path):
     assert type(build_sb3_model(full, venv_full, None, torch.device("cpu"))) is MaskablePPO
 
 
-def test_sb3_ppo_learns_one_word(corpus):
+@pytest.mark.parametrize("reward", ["per-action", "sequence"])
+def test_sb3_ppo_learns_one_word(corpus, reward):
     """SB3 PPO on the word ``walked`` with its gold split: the greedy segmentation becomes walk|ed."""
     small = {"segmenter.embedding_dim": 8, "segmenter.hidden_dim": 16, "ppo.lr": 1e-2}
-    config = build_config(TrainConfig, overrides={**small, "ppo.n_steps": 10})
+    config = build_config(TrainConfig, overrides={**small, "ppo.n_steps": 10, "env.reward": reward})
     env = VectorCharSegmentEnv(
-        8, seed=0, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD)
+        8, seed=0, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward=reward
     )
     model = build_sb3_model(config, SegmentVecEnv(env), None, torch.device("cpu"))
+    assert model.gamma == (0.0 if reward == "per-action" else 1.0)
     segmenter = AgentSegmenter(model.policy.features_extractor.segmenter, corpus.vocab)
     assert segmenter.segment_sentences(["walked"]) != [["walk", "ed"]]
     model.learn(8 * 10 * 8, log_interval=None)
@@ -292,9 +294,13 @@ def test_batched_ppo_with_full_rules_never_samples_a_forbidden_action(corpus):
 
 # --- the jobs ------------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["ppo", "ppo-batched"])
-def test_ppo_jobs_log_and_register(mlflow_store, small_corpus_file, agent):
-    config = small_train_config(small_corpus_file, mlflow_store / "run", agent)
+@pytest.mark.parametrize(
+    "agent,rules", [("ppo", "binary"), ("ppo-batched", "binary"), ("ppo", "full")]
+)
+def test_ppo_jobs_log_and_register(mlflow_store, small_corpus_file, agent, rules):
+    config = small_train_config(
+        small_corpus_file, mlflow_store / "run", agent, **{"env.rules": rules}
+    )
     result = (train_ppo if agent == "ppo" else train_ppo_batched)(config)
     assert result.step == 6
     client = MlflowClient()
@@ -304,6 +310,9 @@ def test_ppo_jobs_log_and_register(mlflow_store, small_corpus_file, agent):
     assert logged in metrics
     rows = segmenter_runs("segrl")
     assert [r["segmenter"] for r in rows] == [f"{agent}-bilstm-morfessor-per-action"]
+    if agent == "ppo":  # SB3's own metrics, at SB3's step (decisions taken)
+        history = client.get_metric_history(result.run_id, "rollout/ep_rew_mean")
+        assert history and history[-1].step == 6 * 4 * 8
     loaded = AgentSegmenter.load(result.run_dir / "segmenter")
     sentence = "the man walked home"
     assert "".join(loaded.segment_sentences([sentence])[0]) == sentence
@@ -337,3 +346,9 @@ def test_ppo_config_errors_and_command_line(mlflow_store, small_corpus_file, cap
     code = main(["train", "--corpus", str(small_corpus_file), "--agent", "ppo", "--epochs", "0"])
     assert code == EXIT_USER_ERROR
     assert "at least 1" in capsys.readouterr().err
+    args = ["train", "--corpus", str(small_corpus_file), "--agent", "ppo-batched"]
+    args += ["--ppo-steps", "2", "--num-envs", "4", "--epochs", "1", "--minibatches", "2"]
+    args += ["--gold-max-words", "50", "--threads", "1", "--out", str(mlflow_store / "cli")]
+    assert main(args) == 0
+    assert "ppo-batched-bilstm-morfessor-per-action" in capsys.readouterr().out
+    assert RunDir(mlflow_store / "cli").info["step"] == 2
