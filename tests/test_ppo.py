@@ -12,7 +12,7 @@ from stable_baselines3 import PPO
 from segrl import tracking
 from segrl.agents import TrainConfig
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
-from segrl.agents.ppo import train_ppo
+from segrl.agents.ppo import EvaluatorUpdates, train_ppo
 from segrl.agents.ppo_batched import BatchedPPO, ppo_loss, train_ppo_batched
 from segrl.agents.ppo_masks import DELETE, MODIFY, REPEAT, text_rule_masks
 from segrl.agents.ppo_policy import MlflowOutputFormat, SegmenterFeaturesExtractor, build_sb3_model
@@ -225,6 +225,31 @@ def test_sb3_ppo_learns_one_word(corpus, reward):
     assert segmenter.segment_sentences(["walked"]) != [["walk", "ed"]]
     model.learn(8 * 10 * 8, log_interval=None)
     assert segmenter.segment_sentences(["walked"]) == [["walk", "ed"]]
+
+
+class RecordingGold(GoldEvaluator):
+    """The gold evaluator, recording what it is asked to co-train on."""
+
+    def __init__(self):
+        super().__init__(GOLD)
+        self.updates = []
+
+    def update(self, batch):
+        self.updates.append(batch)
+        return {"sentences": float(len(batch))}
+
+
+def test_the_evaluator_co_trains_once_per_rollout_on_the_finished_episodes(corpus):
+    evaluator = RecordingGold()
+    env = VectorCharSegmentEnv(4, seed=0, corpus=corpus, texts=["walked"], evaluator=evaluator)
+    config = build_config(TrainConfig, overrides={"ppo.n_steps": 10, "segmenter.hidden_dim": 16})
+    model = build_sb3_model(config, SegmentVecEnv(env), None, torch.device("cpu"))
+    callback = EvaluatorUpdates(model.env)
+    model.learn(40, callback=callback, log_interval=None)
+    # 5 decisions per episode: each of the 4 slots finishes 2 episodes in 10 steps
+    assert [len(batch) for batch in evaluator.updates] == [8]
+    assert all("".join(segments) == "walked" for segments in evaluator.updates[0].segmentations())
+    assert callback.stats == {"sentences": 8.0}
 
 
 def test_mlflow_output_format_logs_numbers_only(mlflow_store):

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -38,23 +37,44 @@ from segrl.agents.trainer import TrainResult, evaluate_and_log, finish
 from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
+from segrl.evaluators import SegmentationBatch
 from segrl.runtime import resolve_device, seed_everything
 
 
 class EvaluatorUpdates(BaseCallback):
-    """After every environment step, one co-training step of the evaluator on the episodes that
-    ended in it (fixed evaluators do nothing); their stats are kept for the log."""
+    """One co-training step of the evaluator per rollout, on the episodes that ended in it (as
+    REINFORCE gives it the sentences of each update; fixed evaluators do nothing); its stats are
+    kept for the log."""
 
     def __init__(self, venv: SegmentVecEnv):
         super().__init__()
         self.venv = venv
-        self.stats: dict[str, list[float]] = defaultdict(list)
+        self.finished: list[SegmentationBatch] = []
+        self.stats: dict[str, float] = {}
 
     def _on_step(self) -> bool:
         if self.venv.finished_batch is not None:
-            for key, value in self.venv.evaluator.update(self.venv.finished_batch).items():
-                self.stats[key].append(value)
+            self.finished.append(self.venv.finished_batch)
         return True
+
+    def _on_rollout_end(self) -> None:
+        if self.finished:
+            self.stats = self.venv.evaluator.update(concatenate(self.finished))
+            self.finished = []
+
+
+def concatenate(batches: Sequence[SegmentationBatch]) -> SegmentationBatch:
+    """The rows of ``batches`` (of one width) as one batch."""
+    return SegmentationBatch(
+        sentences=[s for batch in batches for s in batch.sentences],
+        texts=[t for batch in batches for t in batch.texts],
+        ids=np.concatenate([batch.ids for batch in batches]),
+        lengths=np.concatenate([batch.lengths for batch in batches]),
+        decisions=np.concatenate([batch.decisions for batch in batches]),
+        free_mask=np.concatenate([batch.free_mask for batch in batches]),
+        word_boundary_mask=np.concatenate([batch.word_boundary_mask for batch in batches]),
+        hide_spaces=batches[0].hide_spaces,
+    )
 
 
 def train_ppo(
@@ -141,8 +161,7 @@ def train_ppo(
             )
             step += 1
             progress.update(1)
-            stats = {k: float(np.mean(v)) for k, v in callback.stats.items()}
-            callback.stats.clear()
+            stats, callback.stats = callback.stats, {}
             if stats:
                 tracking.log_metrics(
                     {f"evaluator/{k}": v for k, v in stats.items()}, step=model.num_timesteps
