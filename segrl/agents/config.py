@@ -82,15 +82,32 @@ class PPOConfig:
     """Adam learning rate."""
     clip_coef: float = 0.2
     """The clip range of the probability ratio."""
-    ent_coef: float = 0.01
-    """Weight of the entropy bonus (advantages are standardised, so it is on their scale)."""
+    ent_coef: float | None = None
+    """Weight of the entropy bonus (mean entropy per decision). None: ``DEFAULT_ENTROPY`` of the
+    reward mode, as for REINFORCE and for the same reason (see ``ReinforceConfig.entropy_coef``):
+    per-action advantages stay on the rewards' +-1 scale (``normalize_advantages``), and a small
+    bonus lets every decision saturate towards never splitting, after which the splits it misses
+    are never sampled again."""
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     gamma: float | None = None
     """SB3 only: discount. None: 0 with per-action rewards (each reward belongs to the decision that
     earned it, and decisions do not see each other), 1 with sequence rewards (one score at the end)."""
     gae_lambda: float = 0.95
-    normalize_advantages: bool = True
+    normalize_advantages: bool | None = None
+    """Standardise advantages over each (mini)batch. None: only with sequence rewards (per-action
+    rewards are +-1 already; standardising them would scale the policy term against the entropy
+    bonus as the error rate falls)."""
+
+    def entropy(self, reward_mode: str) -> float:
+        """The entropy bonus's weight for ``reward_mode``."""
+        return DEFAULT_ENTROPY[reward_mode] if self.ent_coef is None else self.ent_coef
+
+    def normalize(self, reward_mode: str) -> bool:
+        """Whether advantages are standardised for ``reward_mode``."""
+        if self.normalize_advantages is None:
+            return reward_mode == "sequence"
+        return self.normalize_advantages
 
     def discount(self, reward_mode: str) -> float:
         """The discount for ``reward_mode`` (see ``gamma``)."""
@@ -105,7 +122,7 @@ class PPOConfig:
             )
         if self.lr <= 0 or self.clip_coef <= 0 or self.max_grad_norm <= 0:
             raise ConfigError("ppo.lr, ppo.clip_coef and ppo.max_grad_norm must be positive")
-        if self.ent_coef < 0 or self.vf_coef < 0:
+        if (self.ent_coef is not None and self.ent_coef < 0) or self.vf_coef < 0:
             raise ConfigError("ppo.ent_coef and ppo.vf_coef must be >= 0")
         if (self.gamma is not None and not 0.0 <= self.gamma <= 1.0) or not (
             0.0 <= self.gae_lambda <= 1.0

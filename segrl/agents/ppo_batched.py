@@ -10,7 +10,8 @@ One iteration (``BatchedPPO.step``):
    change another's), so its return is ``r_bi`` and ``A_bi = r_bi - V_bi``. Sequence rewards: one
    score ``R_b`` per sentence, its value ``V_b`` the mean of ``V_bi`` over its decisions, and
    ``A_bi = R_b - V_b`` for all its decisions. Advantages are standardised over the batch's
-   decisions (per-action) or sentences (sequence).
+   decisions (per-action) or sentences (sequence) where ``ppo.normalize_advantages`` says (by
+   default only with sequence rewards).
 3. **Update.** ``epochs`` passes over the sentences in ``minibatches`` shuffled minibatches, each one
    Adam step (in train mode) on
 
@@ -20,8 +21,8 @@ One iteration (``BatchedPPO.step``):
    with the means over the minibatch's free decisions (the value loss over its decisions, or with
    sequence rewards over its sentences), gradients clipped to ``max_grad_norm``.
 
-The policy's entropy bonus is on the standardised advantages' scale (``ppo.ent_coef``), not on the
-rewards' as REINFORCE's is. Sampling is for training; evaluation is greedy (argmax).
+The entropy bonus's weight depends on the reward mode as REINFORCE's does (``PPOConfig.ent_coef``).
+Sampling is for training; evaluation is greedy (argmax).
 """
 
 from __future__ import annotations
@@ -143,12 +144,12 @@ class BatchedPPO:
             returns = torch.from_numpy(info["action_rewards"][:, : width - 1]).float()
             returns = returns.to(self.device)
             advantages = returns - values
-            if cfg.normalize_advantages and free.sum() > 1:
+            if cfg.normalize(self.reward_mode) and free.sum() > 1:
                 advantages = standardise(advantages, free)
         else:
             returns = torch.from_numpy(rewards).float().to(self.device)  # [B]
             sentence_advantage = returns - masked_mean(values, free)
-            if cfg.normalize_advantages and len(returns) > 1:
+            if cfg.normalize(self.reward_mode) and len(returns) > 1:
                 sentence_advantage = standardise(sentence_advantage)
             advantages = sentence_advantage.unsqueeze(1).expand_as(values)
 
@@ -198,7 +199,7 @@ class BatchedPPO:
             advantages[rows, cut],
             mb_free,
             cfg.clip_coef,
-            cfg.ent_coef,
+            cfg.entropy(self.reward_mode),
         )
         if self.reward_mode == "per-action":
             errors = (values - returns[rows, cut]).pow(2) * mb_free
