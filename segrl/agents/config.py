@@ -171,8 +171,8 @@ class TrainConfig:
             raise ConfigError(f"unknown agent {self.agent!r}; choose one of: {', '.join(AGENTS)}")
         self.segmenter.validate()
         self.env.validate()
-        self.reinforce.validate()
         self.ppo.validate()
+        self.reinforce.validate()
         if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
             raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
         if not 0.0 < self.gold_heldout_fraction < 1.0:

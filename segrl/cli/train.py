@@ -66,6 +66,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="seed of initialisation and sampling (default 0)",
     )
+    run = parser.add_argument_group("run")
+    run.add_argument(
+        "--out",
+        dest="out",
+        metavar="DIR",
+        help="run folder (checkpoints, final segmenter); the same folder resumes (default: runs/NAME)",
+    )
+    run.add_argument("--device", dest="device", metavar="DEV", help="auto (default), cpu, cuda")
+    run.add_argument("--threads", dest="threads", type=int, metavar="N", help="CPU threads")
+    run.add_argument(
+        "--max-minutes",
+        dest="max_minutes",
+        type=float,
+        metavar="M",
+        help="stop training after M minutes, then evaluate",
+    )
+    run.add_argument("--eval-every", dest="eval_every", type=int, metavar="N")
+    run.add_argument("--checkpoint-every", dest="checkpoint_every", type=int, metavar="N")
     ppo = parser.add_argument_group("ppo (--agent ppo, ppo-batched)")
     ppo.add_argument(
         "--ppo-steps", dest="ppo.steps", type=int, metavar="N", help="iterations (default 300)"
@@ -89,24 +107,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ppo.add_argument("--ppo-lr", dest="ppo.lr", type=float, metavar="X")
     ppo.add_argument("--ppo-ent-coef", dest="ppo.ent_coef", type=float, metavar="X")
     ppo.add_argument("--clip-coef", dest="ppo.clip_coef", type=float, metavar="X")
-    run = parser.add_argument_group("run")
-    run.add_argument(
-        "--out",
-        dest="out",
-        metavar="DIR",
-        help="run folder (checkpoints, final segmenter); the same folder resumes (default: runs/NAME)",
-    )
-    run.add_argument("--device", dest="device", metavar="DEV", help="auto (default), cpu, cuda")
-    run.add_argument("--threads", dest="threads", type=int, metavar="N", help="CPU threads")
-    run.add_argument(
-        "--max-minutes",
-        dest="max_minutes",
-        type=float,
-        metavar="M",
-        help="stop training after M minutes, then evaluate",
-    )
-    run.add_argument("--eval-every", dest="eval_every", type=int, metavar="N")
-    run.add_argument("--checkpoint-every", dest="checkpoint_every", type=int, metavar="N")
     add_config_arg(parser)
     add_data_args(parser)
     add_gold_args(parser)
