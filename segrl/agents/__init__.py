@@ -1,10 +1,10 @@
-"""Agents that learn to segment: segmenter policies (BiLSTM, Transformer) and REINFORCE.
+"""Agents that learn to segment: segmenter policies (BiLSTM, Transformer), REINFORCE and PPO.
 
 from segrl.agents import TrainConfig, train
 result = train(TrainConfig())          # REINFORCE, BiLSTM, Morfessor rewards, bundled corpus
 """
 
-from segrl.agents.config import ReinforceConfig, TrainConfig
+from segrl.agents.config import PPOConfig, ReinforceConfig, TrainConfig
 from segrl.agents.policies import (
     BiLSTMEncoder,
     DecisionHead,
@@ -21,6 +21,7 @@ __all__ = [
     "AgentSegmenter",
     "BiLSTMEncoder",
     "DecisionHead",
+    "PPOConfig",
     "Reinforce",
     "ReinforceConfig",
     "SegmenterConfig",

@@ -61,15 +61,86 @@ class ReinforceConfig:
 
 
 @dataclass
+class PPOConfig:
+    """PPO, both ways (``segrl.agents.ppo`` with stable-baselines3 on ``CharSegment``, one decision
+    per step; ``segrl.agents.ppo_batched`` on ``SentenceSegment``, a sentence's decisions in one
+    step). One training step is one iteration: a rollout, then ``epochs`` passes of
+    ``minibatches`` minibatches over it."""
+
+    steps: int = 300
+    """Iterations (rollout + update)."""
+    num_envs: int = 64
+    """Episodes played side by side: ``CharSegment`` episodes in lock-step (SB3), or sentences per
+    rollout (batched)."""
+    n_steps: int = 32
+    """SB3 only: steps of every episode slot per rollout (a rollout holds ``num_envs * n_steps``
+    decisions)."""
+    epochs: int = 4
+    minibatches: int = 4
+    """Minibatches per epoch (of decisions for SB3, of sentences for the batched PPO)."""
+    lr: float = 1e-3
+    """Adam learning rate."""
+    clip_coef: float = 0.2
+    """The clip range of the probability ratio."""
+    ent_coef: float | None = None
+    """Weight of the entropy bonus (mean entropy per decision). None: ``DEFAULT_ENTROPY`` of the
+    reward mode, as for REINFORCE and for the same reason (see ``ReinforceConfig.entropy_coef``):
+    per-action advantages stay on the rewards' +-1 scale (``normalize_advantages``), and a small
+    bonus lets every decision saturate towards never splitting, after which the splits it misses
+    are never sampled again."""
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    gamma: float | None = None
+    """SB3 only: discount. None: 0 with per-action rewards (each reward belongs to the decision that
+    earned it, and decisions do not see each other), 1 with sequence rewards (one score at the end)."""
+    gae_lambda: float = 0.95
+    normalize_advantages: bool | None = None
+    """Standardise advantages over each (mini)batch. None: only with sequence rewards (per-action
+    rewards are +-1 already; standardising them would scale the policy term against the entropy
+    bonus as the error rate falls)."""
+
+    def entropy(self, reward_mode: str) -> float:
+        """The entropy bonus's weight for ``reward_mode``."""
+        return DEFAULT_ENTROPY[reward_mode] if self.ent_coef is None else self.ent_coef
+
+    def normalize(self, reward_mode: str) -> bool:
+        """Whether advantages are standardised for ``reward_mode``."""
+        if self.normalize_advantages is None:
+            return reward_mode == "sequence"
+        return self.normalize_advantages
+
+    def discount(self, reward_mode: str) -> float:
+        """The discount for ``reward_mode`` (see ``gamma``)."""
+        if self.gamma is not None:
+            return self.gamma
+        return 0.0 if reward_mode == "per-action" else 1.0
+
+    def validate(self) -> None:
+        if min(self.steps, self.num_envs, self.n_steps, self.epochs, self.minibatches) < 1:
+            raise ConfigError(
+                "ppo.steps, num_envs, n_steps, epochs and minibatches must be at least 1"
+            )
+        if self.lr <= 0 or self.clip_coef <= 0 or self.max_grad_norm <= 0:
+            raise ConfigError("ppo.lr, ppo.clip_coef and ppo.max_grad_norm must be positive")
+        if (self.ent_coef is not None and self.ent_coef < 0) or self.vf_coef < 0:
+            raise ConfigError("ppo.ent_coef and ppo.vf_coef must be >= 0")
+        if (self.gamma is not None and not 0.0 <= self.gamma <= 1.0) or not (
+            0.0 <= self.gae_lambda <= 1.0
+        ):
+            raise ConfigError("ppo.gamma and ppo.gae_lambda must be in [0, 1]")
+
+
+@dataclass
 class TrainConfig:
     """``segrl train``: train an agent to segment, rewarded by an evaluator; log it to MLflow."""
 
     agent: str = "reinforce"
-    """The training algorithm (``reinforce``)."""
+    """The training algorithm (``reinforce``, ``ppo``, ``ppo-batched``)."""
     segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     reinforce: ReinforceConfig = field(default_factory=ReinforceConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -100,6 +171,7 @@ class TrainConfig:
             raise ConfigError(f"unknown agent {self.agent!r}; choose one of: {', '.join(AGENTS)}")
         self.segmenter.validate()
         self.env.validate()
+        self.ppo.validate()
         self.reinforce.validate()
         if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
             raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
@@ -121,6 +193,7 @@ class TrainConfig:
 RESUMABLE_CHANGES = frozenset(
     {
         "reinforce.steps",
+        "ppo.steps",
         "eval_every",
         "eval_gold_words",
         "checkpoint_every",

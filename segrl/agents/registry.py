@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 AGENTS: dict[str, str] = {
     "reinforce": "segrl.agents.trainer:train_reinforce",
+    "ppo": "segrl.agents.ppo:train_ppo",
+    "ppo-batched": "segrl.agents.ppo_batched:train_ppo_batched",
 }
 
 

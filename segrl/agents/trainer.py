@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -56,6 +57,31 @@ def train_reinforce(
     ``on_step(step, stats)`` is called after every update; returning True stops training there as a
     Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
     """
+    return train_sentence_agent(config, reinforce_learner, corpus, gold, on_step)
+
+
+def reinforce_learner(
+    policy: SegmenterPolicy, config: TrainConfig, device: torch.device
+) -> tuple[Reinforce, int, int]:
+    """REINFORCE for ``train_sentence_agent``: the learner, sentences per step, steps."""
+    learner = Reinforce(policy, config.reinforce, config.env.reward, device)
+    return learner, config.reinforce.batch_size, config.reinforce.steps
+
+
+def train_sentence_agent(
+    config: TrainConfig,
+    make_learner: Callable[[SegmenterPolicy, TrainConfig, torch.device], tuple[Any, int, int]],
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+    on_step: Callable[[int, dict[str, float]], bool] | None = None,
+) -> TrainResult:
+    """Train a segmenter policy with a learner that takes a batch of whole sentences per step
+    (``SentenceSegment``): REINFORCE, the batched PPO.
+
+    ``make_learner(policy, config, device)`` gives ``(learner, sentences per step, steps)``; the
+    learner has ``step(env, observation) -> (observation, stats, batch)`` (``stats`` with
+    ``reward``), ``state_dict`` and ``load_state_dict``, as ``Reinforce`` has.
+    """
     config.validate()
     tracking.ensure_reachable()
     device = resolve_device(config.device)
@@ -73,8 +99,8 @@ def train_reinforce(
         config.segmenter,
         separator_id(task.corpus.vocab),
     )
-    learner = Reinforce(policy.to(device), config.reinforce, config.env.reward, device)
-    env = VectorSentenceSegmentEnv(config.reinforce.batch_size, seed=config.seed, setup=setup)
+    learner, batch_size, steps = make_learner(policy.to(device), config, device)
+    env = VectorSentenceSegmentEnv(batch_size, seed=config.seed, setup=setup)
     observation = env.reset()
     segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
 
@@ -95,7 +121,6 @@ def train_reinforce(
             env=env.state_dict(),
         )
 
-    steps = config.reinforce.steps
     run_name = config.tracking.run_name or run.path.name
     mlflow_run_id = run.info.get("mlflow_run_id") if state is not None else None
     tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}

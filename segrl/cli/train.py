@@ -17,7 +17,7 @@ from segrl.cli.common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train a segmenting agent (REINFORCE) rewarded by an evaluator; log it to MLflow",
+        help="train a segmenting agent (REINFORCE, PPO) rewarded by an evaluator; log it to MLflow",
         description="Train a segmenter policy (BiLSTM or Transformer) with an RL agent in the "
         "segmentation environment, rewarded by an evaluator (Morfessor's decisions, or a gold "
         "segmentation). Logs reward, entropy, agreement with the reference, gold metrics and "
@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Run the same command again to resume an interrupted run from its last checkpoint.",
     )
     group = parser.add_argument_group("agent")
-    group.add_argument("--agent", dest="agent", metavar="NAME", help="reinforce (default)")
+    group.add_argument(
+        "--agent", dest="agent", metavar="NAME", help="reinforce (default), ppo or ppo-batched"
+    )
     group.add_argument(
         "--segmenter", dest="segmenter.kind", metavar="KIND", help="bilstm (default) or transformer"
     )
@@ -82,6 +84,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--eval-every", dest="eval_every", type=int, metavar="N")
     run.add_argument("--checkpoint-every", dest="checkpoint_every", type=int, metavar="N")
+    ppo = parser.add_argument_group("ppo (--agent ppo, ppo-batched)")
+    ppo.add_argument(
+        "--ppo-steps", dest="ppo.steps", type=int, metavar="N", help="iterations (default 300)"
+    )
+    ppo.add_argument(
+        "--num-envs",
+        dest="ppo.num_envs",
+        type=int,
+        metavar="N",
+        help="episodes side by side: CharSegment slots (ppo) or sentences per rollout (ppo-batched)",
+    )
+    ppo.add_argument(
+        "--n-steps",
+        dest="ppo.n_steps",
+        type=int,
+        metavar="N",
+        help="ppo: steps per slot per rollout",
+    )
+    ppo.add_argument("--epochs", dest="ppo.epochs", type=int, metavar="N")
+    ppo.add_argument("--minibatches", dest="ppo.minibatches", type=int, metavar="N")
+    ppo.add_argument("--ppo-lr", dest="ppo.lr", type=float, metavar="X")
+    ppo.add_argument("--ppo-ent-coef", dest="ppo.ent_coef", type=float, metavar="X")
+    ppo.add_argument("--clip-coef", dest="ppo.clip_coef", type=float, metavar="X")
     add_config_arg(parser)
     add_data_args(parser)
     add_gold_args(parser)

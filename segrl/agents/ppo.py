@@ -1,0 +1,186 @@
+"""The ``segrl train --agent ppo`` job: stable-baselines3 PPO on ``CharSegment`` (one decision per
+step), with the segmenter policy inside SB3 (``segrl.agents.ppo_policy``) and the project's batched
+environment as SB3's ``VecEnv`` (``segrl.agents.ppo_vec_env``), so one evaluator serves every
+episode. With the full rule set (``--rules full``) it is sb3-contrib's ``MaskablePPO`` with the masks
+of ``segrl.agents.ppo_masks``.
+
+A training step is one PPO iteration: ``ppo.n_steps`` steps of ``ppo.num_envs`` episodes, then the
+update. SB3's metrics go to MLflow at SB3's step (decisions taken), as do the periodic evaluations;
+the final evaluation and registration are REINFORCE's (``trainer.finish``).
+
+Checkpoints (``RunDir``) hold the SB3 model zip (parameters and optimiser), the episodes in progress
+as they stand, the evaluator, SB3's counters and every RNG state: a resumed run ends with the same
+weights as an uninterrupted one. What differs is logging: ``rollout/ep_rew_mean`` restarts its
+window of episodes, and SB3's ``train/...`` values of the iteration before the interruption are not
+logged.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from tqdm import tqdm
+
+from segrl import tracking
+from segrl.agents.config import TrainConfig
+from segrl.agents.ppo_policy import build_sb3_model
+from segrl.agents.ppo_vec_env import SegmentVecEnv
+from segrl.agents.run import RunDir, TrainingInterrupted, stop_requests
+from segrl.agents.segmenter import AgentSegmenter, separator_id
+from segrl.agents.task import build_task
+from segrl.agents.trainer import TrainResult, evaluate_and_log, finish
+from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
+from segrl.data import Corpus, GoldWord
+from segrl.envs.vector import VectorCharSegmentEnv
+from segrl.evaluators import SegmentationBatch
+from segrl.runtime import resolve_device, seed_everything
+
+
+class EvaluatorUpdates(BaseCallback):
+    """One co-training step of the evaluator per rollout, on the episodes that ended in it (as
+    REINFORCE gives it the sentences of each update; fixed evaluators do nothing); its stats are
+    kept for the log."""
+
+    def __init__(self, venv: SegmentVecEnv):
+        super().__init__()
+        self.venv = venv
+        self.finished: list[SegmentationBatch] = []
+        self.stats: dict[str, float] = {}
+
+    def _on_step(self) -> bool:
+        if self.venv.finished_batch is not None:
+            self.finished.append(self.venv.finished_batch)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self.finished:
+            self.stats = self.venv.evaluator.update(concatenate(self.finished))
+            self.finished = []
+
+
+def concatenate(batches: Sequence[SegmentationBatch]) -> SegmentationBatch:
+    """The rows of ``batches`` (of one width) as one batch."""
+    return SegmentationBatch(
+        sentences=[s for batch in batches for s in batch.sentences],
+        texts=[t for batch in batches for t in batch.texts],
+        ids=np.concatenate([batch.ids for batch in batches]),
+        lengths=np.concatenate([batch.lengths for batch in batches]),
+        decisions=np.concatenate([batch.decisions for batch in batches]),
+        free_mask=np.concatenate([batch.free_mask for batch in batches]),
+        word_boundary_mask=np.concatenate([batch.word_boundary_mask for batch in batches]),
+        hide_spaces=batches[0].hide_spaces,
+    )
+
+
+def train_ppo(
+    config: TrainConfig,
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+    on_step: Callable[[int, dict[str, float]], bool] | None = None,
+) -> TrainResult:
+    """Train a segmenter policy with SB3 PPO as ``config`` says; returns the final metrics.
+
+    ``on_step(step, stats)`` is called after every iteration; returning True stops training there
+    as a Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
+    """
+    config.validate()
+    tracking.ensure_reachable()
+    device = resolve_device(config.device)
+    task = build_task(config, corpus, gold)
+    run = RunDir.open(config)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+
+    seed_everything(config.seed)
+    env = VectorCharSegmentEnv(config.ppo.num_envs, seed=config.seed, setup=task.setup)
+    venv = SegmentVecEnv(env)
+    model = build_sb3_model(config, venv, separator_id(task.corpus.vocab), device)
+    policy = model.policy.features_extractor.segmenter
+    segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
+    callback = EvaluatorUpdates(venv)
+
+    state = load_checkpoint(run.checkpoint_path, restore_rng=False) if run.has_checkpoint else None
+    step, elapsed, resumed_from = 0, 0.0, None
+    if state is None:
+        model._last_obs = venv.reset()
+        model._last_episode_starts = np.ones(venv.num_envs, dtype=bool)
+    else:
+        model.set_parameters(io.BytesIO(state["model"]), exact_match=True, device=device)
+        task.evaluator.load_state_dict(state["evaluator"])
+        model._last_obs = venv.load_state_dict(state["env"])
+        model._last_episode_starts = np.asarray(state["episode_starts"])
+        model.num_timesteps = state["timesteps"]
+        model._n_updates = state["n_updates"]
+        set_rng_state(state[RNG_KEY])  # after the model is built: SB3 seeds as it builds
+        step, elapsed, resumed_from = state["step"], state["elapsed_seconds"], state["step"]
+
+    def save() -> None:
+        buffer = io.BytesIO()
+        model.save(buffer)
+        run.save(
+            step=step,
+            elapsed_seconds=elapsed + time.perf_counter() - session_start,
+            model=buffer.getvalue(),
+            evaluator=task.evaluator.state_dict(),
+            env=venv.state_dict(),
+            episode_starts=np.asarray(model._last_episode_starts).copy(),
+            timesteps=model.num_timesteps,
+            n_updates=model._n_updates,
+        )
+
+    steps = config.ppo.steps
+    rollout = config.ppo.num_envs * config.ppo.n_steps
+    run_name = config.tracking.run_name or run.path.name
+    mlflow_run_id = run.info.get("mlflow_run_id") if state is not None else None
+    tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}
+    with (
+        tracking.start_run(config, config.tracking.experiment, run_name, tags, mlflow_run_id),
+        stop_requests() as stop,
+    ):
+        run.update_info(mlflow_run_id=tracking.active_run_id())
+        session_start = time.perf_counter()
+        if state is None:
+            tracking.log_dict(task.corpus.settings, "corpus.json")
+            evaluate_and_log(segmenter, task, step=0)
+        else:
+            print(f"resuming {run.path} from step {step} of {steps}", flush=True)
+        progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
+        deadline = None if config.max_minutes is None else session_start + 60 * config.max_minutes
+        while step < steps:
+            log_now = (step + 1) % config.log_every == 0 or step + 1 == steps
+            model.learn(
+                total_timesteps=rollout,
+                callback=callback,
+                log_interval=1 if log_now else None,
+                reset_num_timesteps=False,
+            )
+            step += 1
+            progress.update(1)
+            stats, callback.stats = callback.stats, {}
+            if stats:
+                tracking.log_metrics(
+                    {f"evaluator/{k}": v for k, v in stats.items()}, step=model.num_timesteps
+                )
+            if step % config.eval_every == 0 and step < steps:
+                metrics = evaluate_and_log(segmenter, task, model.num_timesteps)
+                f1 = metrics.get("morfessor_boundary_f1", 0.0)
+                progress.set_postfix(morfessor_f1=f"{f1:.3f}")
+            stopping = stop.is_set() or (on_step is not None and on_step(step, stats))
+            if step % config.checkpoint_every == 0 or step == steps or stopping:
+                save()
+            if stopping:
+                progress.close()
+                raise TrainingInterrupted(f"stopped at step {step}; run again to resume")
+            if deadline is not None and time.perf_counter() > deadline:
+                save()
+                break
+        progress.close()
+        model.logger.dump(model.num_timesteps)  # the last update's train/... values
+        total_seconds = elapsed + time.perf_counter() - session_start
+        metrics = finish(segmenter, task, run, config, step, total_seconds)
+    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
