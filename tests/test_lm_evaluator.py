@@ -277,3 +277,19 @@ def test_lm_rewarded_training_logs_diagnostics_and_resumes_exactly(mlflow_store,
     for key, value in a["trainer"]["model"].items():
         torch.testing.assert_close(value, b["trainer"]["model"][key])
     assert a["batches_seen"] == b["batches_seen"] == 6
+
+
+def test_marginal_objective_reads_word_types_or_sentences(trained, monkeypatch):
+    _evaluator, vocab, good = trained
+    for texts, expected in (("word-types", sorted(set(WORDS))), ("sentences", SENTENCES)):
+        config = tiny_config(objective="marginal", texts=texts, batch_size=len(SENTENCES))
+        evaluator = LMEvaluator(build_lm(lm_config(config), vocab), config)
+        read: list[list[str]] = []
+
+        def recording(batch_texts, read=read, step=evaluator.trainer.marginal_step):
+            read.append(batch_texts)
+            return step(batch_texts)
+
+        monkeypatch.setattr(evaluator.trainer, "marginal_step", recording)
+        stats = evaluator.update(good)
+        assert sorted(read[0]) == sorted(expected) and stats["lm_bits_per_char"] > 0

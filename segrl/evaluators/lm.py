@@ -8,7 +8,8 @@ does (``update``): every batch the agent segments goes into a replay buffer of t
 
 - ``joint``: ``-log p(X, S)`` under the agent's segmentations (the study's co-training);
 - ``marginal`` (``slm``): ``-log p(X)``, summed over every segmentation; the agent's segmentations do
-  not feed back into the LM, which learns the texts the agent sees on its own.
+  not feed back into the LM, which learns the texts the agent sees on its own (by default the
+  distinct words of the sampled sentences, ``texts = "word-types"``).
 
 Rewards (higher is better; ``|X|`` is the text's characters plus one for its end, as bits per
 character count them; ``pi`` the sampling policy, ``pi(S|X) = prod_i pi(s_i|X)`` over free positions):
@@ -219,7 +220,10 @@ class LMEvaluator(Evaluator):
 
     def _step(self, examples: list[tuple[str, list[str]]]) -> dict[str, float]:
         if self.config.objective == "marginal":
-            stats = self.trainer.marginal_step([text for text, _ in examples])
+            texts = [text for text, _ in examples]
+            if self.config.texts == "word-types":
+                texts = sorted({word for text in texts for word in text.split(" ")})
+            stats = self.trainer.marginal_step(texts)
         else:
             limit = self.lm.config.max_segment_length
             if limit is not None:  # segments the model cannot spell are left out

@@ -43,6 +43,10 @@ class LMEvaluatorConfig:
     """How the LM learns from the agent's texts: ``joint`` (``-log p(X, S)`` under the agent's
     segmentations, the study's co-training) or ``marginal`` (``-log p(X)`` over all segmentations,
     ``slm`` only: the agent's segmentations do not feed back into the LM)."""
+    texts: str = "word-types"
+    """What the marginal objective reads of the sampled sentences: ``word-types`` (their distinct
+    words, each a text of its own, as ``segrl lm train`` does: a frequent word counts once, as in
+    Morfessor) or ``sentences`` (as they are). With hidden spaces a sentence is one word."""
     gamma: float = 0.1
     """Weight of the policy's entropy in the ``entropy`` and ``space-penalty`` rewards."""
     beta: float = 1.0
@@ -55,7 +59,7 @@ class LMEvaluatorConfig:
     """Co-training steps happen every this many agent batches."""
     batch_size: int = 64
     """Sentences per LM update."""
-    lr: float = 1e-3
+    lr: float = 2e-3
     weight_decay: float = 0.0
     model: str = "slm"
     context: str = "none"
@@ -86,6 +90,10 @@ class LMEvaluatorConfig:
         if self.objective not in ("joint", "marginal"):
             raise ConfigError(
                 f"evaluator.lm.objective must be joint or marginal, not {self.objective!r}"
+            )
+        if self.texts not in ("word-types", "sentences"):
+            raise ConfigError(
+                f"evaluator.lm.texts must be word-types or sentences, not {self.texts!r}"
             )
         if self.model != "slm" and (
             self.objective == "marginal" or self.variant("per-action") == "posterior"
