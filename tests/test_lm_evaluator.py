@@ -19,7 +19,7 @@ from segrl.data.vocab import CharVocab
 from segrl.envs import CharSegmentEnv
 from segrl.errors import ConfigError
 from segrl.evaluators import SPLIT, encode_segmentation_batch
-from segrl.evaluators.lm import LMEvaluator, lm_config
+from segrl.evaluators.lm import MAX_NATS, LMEvaluator, lm_config
 from segrl.evaluators.registry import LMEvaluatorConfig
 from segrl.lm import build_lm
 
@@ -165,6 +165,8 @@ def test_sequence_variants_follow_their_formulas(trained):
     split_all = batch.with_decisions(batch.word_boundary_mask.astype(np.int64))
     missed = split_all.with_decisions(np.zeros_like(batch.decisions))
     total, n_chars = hidden._log_probs(missed)
+    # "walkedtalks" in one segment is longer than max_segment_length: impossible, floored
+    np.testing.assert_allclose(total, -MAX_NATS * n_chars)
     np.testing.assert_allclose(hidden.score(missed), (total - 2.0 * 1) / n_chars)
     base_total, base_chars = hidden._log_probs(split_all)
     np.testing.assert_allclose(hidden.score(split_all), base_total / base_chars)

@@ -146,11 +146,13 @@ class LMEvaluator(Evaluator):
         return self.lm.segmented(texts=batch.texts, decisions=batch.splits)
 
     def _log_probs(self, batch: SegmentationBatch) -> tuple[np.ndarray, np.ndarray]:
-        """``(log p(X, S) [B], |X| [B])`` in eval mode."""
+        """``(log p(X, S) [B], |X| [B])`` in eval mode. A segmentation the LM cannot generate (a
+        segment longer than ``max_segment_length``) scores ``-MAX_NATS`` per character."""
         with _eval(self.lm):
             scores = self.lm.score(self.segmented(batch))
         total = scores.total.double().cpu().numpy()
-        return np.maximum(total, -1e9), scores.n_chars.double().cpu().numpy()
+        n_chars = scores.n_chars.double().cpu().numpy()
+        return np.maximum(total, -MAX_NATS * n_chars), n_chars
 
     def score(self, batch: SegmentationBatch) -> np.ndarray:
         total, n_chars = self._log_probs(batch)
@@ -234,23 +236,31 @@ class LMEvaluator(Evaluator):
         return {"lm_bits_per_char": stats["bits_per_char"], "lm_grad_norm": stats["grad_norm"]}
 
     def heldout_metrics(self, batches: Sequence[SegmentationBatch]) -> dict[str, float]:
-        """The LM's bits per character of held-out texts under the agent's segmentations (and
-        ``slm``'s marginal bits per character, over every segmentation)."""
-        nats = marginal = chars = 0.0
+        """The LM's bits per character of held-out texts under the agent's segmentations (texts
+        with a segment the LM cannot generate left out, their fraction as ``lm_unscorable``), and
+        ``slm``'s marginal bits per character over every segmentation."""
+        nats = marginal = chars = all_chars = 0.0
+        texts = unscorable = 0
         with _eval(self.lm):
             for batch in batches:
                 segmented = self.segmented(batch)
                 scores = self.lm.score(segmented)
-                nats -= float(scores.total.clamp(min=-1e9).sum())
-                chars += float(scores.n_chars.sum())
+                finite = torch.isfinite(scores.total)
+                nats -= float(scores.total[finite].sum())
+                chars += float(scores.n_chars[finite].sum())
+                all_chars += float(scores.n_chars.sum())
+                texts += len(batch)
+                unscorable += int((~finite).sum())
                 if isinstance(self.lm, SLM):
                     with torch.no_grad():
                         marginal -= float(self.lm.log_marginal(segmented.chars).sum())
-        if not chars:
+        if not texts:
             return {}
-        out = {"lm_bits_per_char": nats / chars / math.log(2)}
+        out = {"lm_unscorable": unscorable / texts}
+        if chars:
+            out["lm_bits_per_char"] = nats / chars / math.log(2)
         if isinstance(self.lm, SLM):
-            out["lm_marginal_bits_per_char"] = marginal / chars / math.log(2)
+            out["lm_marginal_bits_per_char"] = marginal / all_chars / math.log(2)
         return out
 
     # --- checkpoints ---------------------------------------------------------------------------------
