@@ -158,7 +158,7 @@ def test_sequence_variants_follow_their_formulas(trained):
     np.testing.assert_allclose(evaluator.score(batch), total / n_chars)
 
     # the space penalty: hidden spaces, one removed space not split costs beta per character
-    config = tiny_config(max_segment_length=12, gamma=0.0, beta=2.0)
+    config = tiny_config(max_segment_length=8, gamma=0.0, beta=2.0)
     hidden = LMEvaluator(build_lm(lm_config(config), vocab), config)
     hidden.sequence_variant = "space-penalty"
     batch = encode_segmentation_batch(vocab, ["walked talks"], hide_spaces=True)
