@@ -26,8 +26,12 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
+# The demo: the classic segmenters, then an agent rewarded by a co-trained segmental LM (8 minutes
+# of training on one thread, pre-training of the LM included), then every segmenter in one table.
 demo: $(STAMP)
 	$(VENV)/bin/segrl baseline --method all
+	$(VENV)/bin/segrl train --evaluator lm --reward per-action --max-minutes 8 --threads 1
+	$(VENV)/bin/segrl compare
 
 test: $(STAMP)
 	$(PYTHON) -m pytest

@@ -173,6 +173,8 @@ class TrainConfig:
         self.env.validate()
         self.ppo.validate()
         self.reinforce.validate()
+        if self.evaluator.name == "lm":
+            self.evaluator.lm.validate(self.env.reward)
         if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
             raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
         if not 0.0 < self.gold_heldout_fraction < 1.0:
@@ -182,9 +184,11 @@ class TrainConfig:
 
     @property
     def name(self) -> str:
-        """The segmenter's name in ``segrl compare``: agent, policy, evaluator, reward (and ``hidden``
-        when spaces are hidden)."""
+        """The segmenter's name in ``segrl compare``: agent, policy, evaluator, reward (the LM
+        evaluator's reward variant too, and ``hidden`` when spaces are hidden)."""
         parts = [self.agent, self.segmenter.kind, self.evaluator.name, self.env.reward]
+        if self.evaluator.name == "lm":
+            parts.append(self.evaluator.lm.variant(self.env.reward))
         if self.env.hide_spaces:
             parts.append("hidden")
         return "-".join(parts)

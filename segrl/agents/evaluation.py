@@ -17,7 +17,7 @@ import numpy as np
 
 from segrl.agents.segmenter import EVAL_BATCH, AgentSegmenter
 from segrl.data import GoldWord
-from segrl.evaluators import ReferenceEvaluator, SegmentationBatch
+from segrl.evaluators import Evaluator, ReferenceEvaluator, SegmentationBatch
 from segrl.metrics import evaluate_sentence_segmenter, prf_from_counts
 from segrl.segmentation import render
 
@@ -104,15 +104,19 @@ def evaluate_agent(
     references: Mapping[str, ReferenceEvaluator],
     gold: Sequence[GoldWord] | None = None,
     text: Sequence[str] | None = None,
+    evaluator: Evaluator | None = None,
 ) -> tuple[dict[str, float], str]:
     """Metrics and sample segmentations of ``segmenter``.
 
     ``heldout``: the texts on which agreement with each of ``references`` is measured (``{name}_...``
     metrics); ``gold``: gold words for the standard metrics of ``segrl.metrics`` (boundary P/R/F1,
-    units per character on ``text``, default ``heldout``).
+    units per character on ``text``, default ``heldout``); ``evaluator``: its own metrics on the
+    agent's ``heldout`` segmentations (``Evaluator.heldout_metrics``, e.g. LM bits per character).
     """
     batches = decide_in_batches(segmenter, heldout)
     metrics: dict[str, float] = {}
+    if evaluator is not None:
+        metrics.update(evaluator.heldout_metrics(batches))
     for name, reference in references.items():
         metrics.update(reference_agreement(batches, reference, name))
     if gold:

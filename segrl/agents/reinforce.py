@@ -107,8 +107,10 @@ class Reinforce:
         logits = self.policy.head(features)  # [B, W-1, A]
         with torch.no_grad():
             actions = Categorical(logits=logits).sample()  # [B, W-1]
+            probs = torch.softmax(logits.float(), dim=-1)  # [B, W-1, A]
         padded = pad_positions(actions.cpu(), env.slots.positions).numpy()
-        next_observation, rewards, _dones, info = env.step(padded)
+        padded_probs = pad_positions(probs.cpu(), env.slots.positions).numpy()
+        next_observation, rewards, _dones, info = env.step(padded, padded_probs)
 
         stats: dict[str, float] = {"reward": float(rewards.mean())}
         values = None

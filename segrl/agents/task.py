@@ -17,10 +17,18 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+import torch
+
 from segrl.agents.config import TrainConfig
+from segrl.agents.segmenter import EVAL_BATCH, AgentSegmenter
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.envs.setup import EnvSetup
-from segrl.evaluators import Evaluator, ReferenceEvaluator, build_evaluator
+from segrl.evaluators import (
+    Evaluator,
+    ReferenceEvaluator,
+    build_evaluator,
+    encode_segmentation_batch,
+)
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.evaluators.morfessor import MorfessorEvaluator
 
@@ -116,3 +124,31 @@ def split_gold(
     heldout = [gold[i] for i in order[:n_heldout]]
     reward = [gold[i] for i in order[n_heldout:]]
     return reward, heldout
+
+
+def pretrain_evaluator(
+    task: TrainingTask, segmenter: AgentSegmenter, seed: int
+) -> dict[str, float]:
+    """Give the evaluator the untrained policy's segmentations of every training episode (sampled,
+    seeded) to learn from before training starts (``Evaluator.pretrain``; the LM evaluator's
+    pre-training). Nothing is sampled for an evaluator that does not pre-train. Any agent calls this
+    once, on a fresh run: a resumed run has the pre-trained evaluator in its checkpoint."""
+    evaluator = task.evaluator
+    if type(evaluator).pretrain is Evaluator.pretrain:
+        return {}
+    generator = torch.Generator().manual_seed(seed)
+    sentences = task.setup.sentences
+    batches = [
+        segmenter.decide(
+            encode_segmentation_batch(
+                task.corpus.vocab,
+                sentences[start : start + EVAL_BATCH],
+                task.setup.max_len,
+                task.setup.config.hide_spaces,
+            ),
+            sample=True,
+            generator=generator,
+        )
+        for start in range(0, len(sentences), EVAL_BATCH)
+    ]
+    return evaluator.pretrain(batches)

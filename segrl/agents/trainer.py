@@ -25,7 +25,7 @@ from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.reinforce import Reinforce
 from segrl.agents.run import RunDir, TrainingInterrupted, stop_requests
 from segrl.agents.segmenter import AgentSegmenter, separator_id
-from segrl.agents.task import TrainingTask, build_task
+from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.metrics import BOUNDARY_F1
@@ -132,6 +132,12 @@ def train_sentence_agent(
         session_start = time.perf_counter()
         if state is None:
             tracking.log_dict(task.corpus.settings, "corpus.json")
+            started = time.perf_counter()
+            pretrained = pretrain_evaluator(task, segmenter, config.seed)
+            if pretrained:
+                seconds = time.perf_counter() - started
+                print(f"[{config.name}] evaluator pre-trained ({seconds:.0f}s)", flush=True)
+            tracking.log_metrics({f"pretrain/{k}": v for k, v in pretrained.items()}, step=0)
             evaluate_and_log(segmenter, task, step=0)
         else:
             print(f"resuming {run.path} from step {step} of {steps}", flush=True)
@@ -174,7 +180,7 @@ def train_sentence_agent(
 def evaluate_and_log(segmenter: AgentSegmenter, task: TrainingTask, step: int) -> dict[str, float]:
     """Evaluate on the periodic held-out texts and gold sample; log as ``eval/...`` at ``step``."""
     metrics, samples = evaluate_agent(
-        segmenter, task.heldout, task.references, task.gold_sample, task.text
+        segmenter, task.heldout, task.references, task.gold_sample, task.text, task.evaluator
     )
     tracking.log_metrics({f"eval/{k}": v for k, v in metrics.items()}, step=step)
     tracking.log_text(samples, f"samples/step_{step:06d}.txt")
@@ -191,7 +197,7 @@ def finish(
 ) -> dict[str, float]:
     """The final evaluation (test text, whole gold set), the segmenter saved and registered."""
     metrics, samples = evaluate_agent(
-        segmenter, task.final_heldout, task.references, task.gold, task.final_text
+        segmenter, task.final_heldout, task.references, task.gold, task.final_text, task.evaluator
     )
     metrics["train_seconds"] = train_seconds
     metrics["train_steps"] = float(step)

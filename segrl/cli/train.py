@@ -19,8 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train a segmenting agent (REINFORCE, PPO) rewarded by an evaluator; log it to MLflow",
         description="Train a segmenter policy (BiLSTM or Transformer) with an RL agent in the "
-        "segmentation environment, rewarded by an evaluator (Morfessor's decisions, or a gold "
-        "segmentation). Logs reward, entropy, agreement with the reference, gold metrics and "
+        "segmentation environment, rewarded by an evaluator (Morfessor's decisions, a gold "
+        "segmentation, or a co-trained segmental language model). Logs reward, entropy, agreement with the reference, gold metrics and "
         "sample segmentations to MLflow, and registers the final segmenter for `segrl compare`. "
         "Run the same command again to resume an interrupted run from its last checkpoint.",
     )
@@ -32,7 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--segmenter", dest="segmenter.kind", metavar="KIND", help="bilstm (default) or transformer"
     )
     group.add_argument(
-        "--evaluator", dest="evaluator.name", metavar="NAME", help="morfessor (default) or gold"
+        "--evaluator",
+        dest="evaluator.name",
+        metavar="NAME",
+        help="morfessor (default), gold, or lm (a co-trained segmental language model)",
     )
     group.add_argument(
         "--reward", dest="env.reward", metavar="MODE", help="per-action (default) or sequence"
@@ -65,6 +68,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         metavar="N",
         help="seed of initialisation and sampling (default 0)",
+    )
+    lm = parser.add_argument_group("LM evaluator (--evaluator lm)")
+    lm.add_argument(
+        "--lm-reward",
+        dest="evaluator.lm.reward",
+        metavar="NAME",
+        help="per-action: posterior (default), flip, resample, incremental; sequence: likelihood "
+        "(default), entropy, marginal, space-penalty",
+    )
+    lm.add_argument(
+        "--lm-objective",
+        dest="evaluator.lm.objective",
+        metavar="NAME",
+        help="how the LM learns: marginal (default; -log p(X)) or joint (-log p(X, S) under the "
+        "agent's segmentations)",
+    )
+    lm.add_argument(
+        "--lm-context",
+        dest="evaluator.lm.context",
+        metavar="NAME",
+        help="what conditions a segment of the slm: none (default), words, lstm",
     )
     run = parser.add_argument_group("run")
     run.add_argument(

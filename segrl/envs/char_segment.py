@@ -72,6 +72,7 @@ class CharSegmentEnv(SegmentationEnv):
 
     def __init__(self, render_mode: str | None = None, **options: Any):
         super().__init__(render_mode, **options)
+        self.setup.evaluator.check_stepwise(self.setup.config.reward)
         self.observation_space = char_observation_space(self.setup)
         self.action_space = gym.spaces.Discrete(self.setup.n_actions)
 

@@ -8,6 +8,7 @@ one slot, the vector ones many, so a transition or reward is computed by one pie
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -145,9 +146,10 @@ class EpisodeSlots:
 
     # --- all decisions in one step (SentenceSegment) -------------------------------------------------
     def step_all(
-        self, actions: np.ndarray
+        self, actions: np.ndarray, policy_probs: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray | None, SegmentationBatch]:
-        """Apply all decisions of every slot at once (``actions`` [N, P]; non-free columns ignored).
+        """Apply all decisions of every slot at once (``actions`` [N, P]; non-free columns ignored;
+        ``policy_probs`` [N, P, A], optional, goes into the batch the evaluator reads).
 
         Returns ``(rewards [N], action_rewards [N, P] or None, batch)``: per-action mode gives each
         row's action rewards and their sum as the reward; sequence mode the score.
@@ -156,6 +158,8 @@ class EpisodeSlots:
         self.cursor[:] = self.n_free
         self._advance()
         batch = self.batch()
+        if policy_probs is not None:
+            batch = replace(batch, policy_probs=np.asarray(policy_probs))
         if self.setup.config.reward == "per-action":
             action_rewards = self.setup.evaluator.action_rewards(batch)
             return action_rewards.sum(axis=1), action_rewards, batch

@@ -100,13 +100,15 @@ class VectorSentenceSegmentEnv(VectorSegmentationEnv):
         return sentence_observation(self.slots)
 
     def step(
-        self, actions: np.ndarray
+        self, actions: np.ndarray, policy_probs: np.ndarray | None = None
     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict[str, Any]]:
+        """``policy_probs`` (``[N, P, A]``, optional): the probabilities the actions were drawn
+        with, for evaluators whose rewards read them (``SegmentationBatch.policy_probs``)."""
         actions = np.asarray(actions, dtype=np.int64)
         expected = (self.num_envs, self.slots.positions)
         if actions.shape != expected:
             raise ValueError(f"actions of shape {actions.shape}, expected {expected}")
-        rewards, action_rewards, batch = self.slots.step_all(actions)
+        rewards, action_rewards, batch = self.slots.step_all(actions, policy_probs)
         info: dict[str, Any] = {"batch": batch, "final_observation": self.observe()}
         if action_rewards is not None:
             info["action_rewards"] = action_rewards
@@ -127,6 +129,7 @@ class VectorCharSegmentEnv(VectorSegmentationEnv):
 
     def __init__(self, num_envs: int, seed: int = 0, setup: EnvSetup | None = None, **options):
         super().__init__(num_envs, seed, setup, **options)
+        self.setup.evaluator.check_stepwise(self.setup.config.reward)
         self.single_observation_space = char_observation_space(self.setup)
         self.single_action_space = gym.spaces.Discrete(self.setup.n_actions)
 

@@ -52,6 +52,9 @@ class SegmentationBatch:
     free_mask: np.ndarray  # [B, P] bool, True where the agent decides
     word_boundary_mask: np.ndarray  # [B, P] bool, True beside a word boundary of the sentence
     hide_spaces: bool = False
+    policy_probs: np.ndarray | None = None
+    """[B, P, A] float: the sampling policy's probability of every action at every position, where
+    the learner gives it (rewards that need ``p(S|X)``, its entropy, or a redraw of a decision)."""
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -88,6 +91,7 @@ class SegmentationBatch:
             free_mask=self.free_mask[rows],
             word_boundary_mask=self.word_boundary_mask[rows],
             hide_spaces=self.hide_spaces,
+            policy_probs=None if self.policy_probs is None else self.policy_probs[rows],
         )
 
     def segments(self, row: int) -> list[str]:
@@ -206,6 +210,11 @@ class Evaluator(ABC):
       positions) are 0.
     - ``update(batch)`` -> stats: one co-training step on the agent's latest segmentations (a no-op
       for fixed evaluators); the stats are logged.
+    - ``pretrain(batches)`` -> stats: before training starts, learn from the untrained policy's
+      segmentations (a no-op for fixed evaluators). ``segrl.agents.task.pretrain_evaluator`` calls it
+      for any agent; a resumed run skips it (the evaluator's state is in the checkpoint).
+    - ``heldout_metrics(batches)`` -> metrics of the evaluator itself on the agent's held-out
+      segmentations (e.g. a language model's bits per character); empty for fixed evaluators.
     - ``reference(batch)`` -> ``(splits, known)`` ``[B, P]`` bool each, or None: the decisions the
       evaluator considers right, where it has one (``known`` False where it has no opinion).
     - ``state_dict``/``load_state_dict``: what a training checkpoint must keep of the evaluator.
@@ -223,6 +232,18 @@ class Evaluator(ABC):
 
     def update(self, batch: SegmentationBatch) -> dict[str, float]:
         """One co-training step on ``batch``; returns stats to log. Fixed evaluators do nothing."""
+        return {}
+
+    def pretrain(self, batches: Sequence[SegmentationBatch]) -> dict[str, float]:
+        """Learn from the untrained policy's segmentations before training; returns stats."""
+        return {}
+
+    def check_stepwise(self, reward_mode: str) -> None:  # noqa: B027 - every decision can be
+        """Raise ``ConfigError`` where ``reward_mode``'s rewards cannot be given one decision at a
+        time from the decisions so far (``CharSegment``). Reference evaluators always can."""
+
+    def heldout_metrics(self, batches: Sequence[SegmentationBatch]) -> dict[str, float]:
+        """Metrics of the evaluator on held-out segmentations (logged beside the agent's)."""
         return {}
 
     def reference(self, batch: SegmentationBatch) -> tuple[np.ndarray, np.ndarray] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from segrl.errors import ConfigError
@@ -20,7 +20,97 @@ if TYPE_CHECKING:
 EVALUATORS: dict[str, str] = {
     "morfessor": "segrl.evaluators.morfessor:MorfessorEvaluator",
     "gold": "segrl.evaluators.gold:GoldEvaluator",
+    "lm": "segrl.evaluators.lm:LMEvaluator",
 }
+
+LM_SEQUENCE_REWARDS = ("likelihood", "entropy", "marginal", "space-penalty")
+LM_PER_ACTION_REWARDS = ("posterior", "flip", "resample", "incremental")
+"""The LM evaluator's rewards by reward mode, the default first (``segrl.evaluators.lm`` defines them)."""
+
+
+@dataclass
+class LMEvaluatorConfig:
+    """The co-trained language model evaluator: its model, its reward, its training.
+
+    The model fields are those of ``segrl.lm.LMConfig`` (kept as plain fields here so that naming an
+    evaluator does not import PyTorch)."""
+
+    reward: str | None = None
+    """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
+    ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,
+    ``resample``, ``incremental``. None: the first of the reward mode's list."""
+    objective: str = "marginal"
+    """How the LM learns from the agent's texts: ``joint`` (``-log p(X, S)`` under the agent's
+    segmentations, the study's co-training) or ``marginal`` (``-log p(X)`` over all segmentations,
+    ``slm`` only: the agent's segmentations do not feed back into the LM)."""
+    texts: str = "word-types"
+    """What the marginal objective reads of the sampled sentences: ``word-types`` (their distinct
+    words, each a text of its own, as ``segrl lm train`` does: a frequent word counts once, as in
+    Morfessor) or ``sentences`` (as they are). With hidden spaces a sentence is one word."""
+    gamma: float = 0.1
+    """Weight of the policy's entropy in the ``entropy`` and ``space-penalty`` rewards."""
+    beta: float = 1.0
+    """Penalty per word boundary the agent does not split (``space-penalty``; hidden spaces)."""
+    pretrain_epochs: int = 1
+    """Epochs over the untrained policy's segmentations of the training sentences before training."""
+    buffer_size: int = 4096
+    """Segmented sentences kept for co-training (the most recent ones)."""
+    update_every: int = 1
+    """Co-training steps happen every this many agent batches."""
+    batch_size: int = 64
+    """Sentences per LM update."""
+    lr: float = 2e-3
+    weight_decay: float = 0.0
+    model: str = "slm"
+    context: str = "none"
+    char_dim: int = 64
+    hidden_dim: int = 128
+    speller_dim: int = 128
+    max_segment_length: int | None = None
+    dropout: float = 0.1
+
+    def variant(self, reward_mode: str) -> str:
+        """The reward variant used with ``reward_mode`` (``sequence`` or ``per-action``)."""
+        choices = LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
+        return self.reward if self.reward in choices else choices[0]
+
+    def validate(self, reward_mode: str | None = None) -> None:
+        """Check the options (and, given ``reward_mode``, that the reward goes with it)."""
+        everything = LM_SEQUENCE_REWARDS + LM_PER_ACTION_REWARDS
+        if self.reward is not None and self.reward not in everything:
+            raise ConfigError(
+                f"unknown LM reward {self.reward!r}; choose one of: {', '.join(everything)}"
+            )
+        choices = LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
+        if reward_mode is not None and self.reward is not None and self.reward not in choices:
+            raise ConfigError(
+                f"the LM reward {self.reward!r} does not go with {reward_mode} rewards; choose one "
+                f"of: {', '.join(choices)}"
+            )
+        if self.objective not in ("joint", "marginal"):
+            raise ConfigError(
+                f"evaluator.lm.objective must be joint or marginal, not {self.objective!r}"
+            )
+        if self.texts not in ("word-types", "sentences"):
+            raise ConfigError(
+                f"evaluator.lm.texts must be word-types or sentences, not {self.texts!r}"
+            )
+        if self.model != "slm" and (
+            self.objective == "marginal" or self.variant("per-action") == "posterior"
+        ):
+            raise ConfigError(
+                "the marginal objective and the posterior reward need evaluator.lm.model = 'slm'"
+            )
+        if (
+            min(self.buffer_size, self.update_every, self.batch_size) < 1
+            or self.pretrain_epochs < 0
+        ):
+            raise ConfigError(
+                "evaluator.lm.buffer_size, update_every and batch_size must be at least 1, "
+                "pretrain_epochs at least 0"
+            )
+        if self.lr <= 0 or self.gamma < 0 or self.beta < 0:
+            raise ConfigError("evaluator.lm.lr must be positive, gamma and beta at least 0")
 
 
 @dataclass
@@ -28,13 +118,16 @@ class EvaluatorConfig:
     """Which evaluator rewards the agent, and its options."""
 
     name: str = "morfessor"
-    """``morfessor`` (a Morfessor Baseline model of the corpus) or ``gold`` (a gold segmentation)."""
+    """``morfessor`` (a Morfessor Baseline model of the corpus), ``gold`` (a gold segmentation) or
+    ``lm`` (a co-trained segmental language model)."""
     alpha: float = 0.75
     """Weight of missed splits against spurious ones in the sequence score (the study's 0.75)."""
     cache_dir: str | None = None
     """Where trained Morfessor models are cached; None uses ``$SEGRL_CACHE_DIR`` or ~/.cache/segrl."""
     seed: int = 0
-    """Seed of Morfessor's training."""
+    """Seed of Morfessor's training (and of the LM evaluator's sampling)."""
+    lm: LMEvaluatorConfig = field(default_factory=LMEvaluatorConfig)
+    """Options of the ``lm`` evaluator."""
 
 
 def evaluator_class(name: str) -> type[Evaluator]:

@@ -1,0 +1,347 @@
+"""A co-trained segmental language model as the evaluator (spec §6): rewards from ``log p(X, S)``.
+
+The LM (``segrl.lm``, ``slm`` by default) is pre-trained on the untrained policy's segmentations
+(``pretrain``, ``pretrain_epochs`` epochs over the training sentences), then learns while the agent
+does (``update``): every batch the agent segments goes into a replay buffer of the most recent
+``buffer_size`` sentences, and every ``update_every`` batches the LM takes one step (its own Adam) on
+``batch_size`` sentences drawn from it, by the ``objective``:
+
+- ``joint``: ``-log p(X, S)`` under the agent's segmentations (the study's co-training);
+- ``marginal`` (``slm``): ``-log p(X)``, summed over every segmentation; the agent's segmentations do
+  not feed back into the LM, which learns the texts the agent sees on its own (by default the
+  distinct words of the sampled sentences, ``texts = "word-types"``).
+
+Rewards (higher is better; ``|X|`` is the text's characters plus one for its end, as bits per
+character count them; ``pi`` the sampling policy, ``pi(S|X) = prod_i pi(s_i|X)`` over free positions):
+
+Sequence (``score``):
+
+- ``likelihood``: ``log p(X, S) / |X|`` (eq. 5.1).
+- ``entropy``: ``(log p(X, S) + gamma H(pi(.|X))) / |X|``, the policy's entropy (a sum over
+  positions) rewarded, so that it slows premature convergence (eq. 5.8 with the sign that does).
+- ``marginal``: ``(log p(X, S) - log pi(S|X)) / |X|``, the ``P(X)`` correction (eq. 5.9): a
+  one-sample estimate of ``log p(X)``, its expectation is ``E[log p(X, S)] + H(pi)``.
+- ``space-penalty``: ``(log p(X, S) - beta * missed + gamma H(pi(.|X))) / |X|``, ``missed`` the word
+  boundaries (removed spaces) the agent does not split (eq. 5.10; 0 with known spaces).
+
+Per-action (``action_rewards``, ``[B, P]``, nats):
+
+- ``posterior`` (``slm``): ``log p(b_i = s_i | X) - log p(b_i != s_i | X)``, the log-odds of the
+  decision taken under the LM's exact posterior boundary probability. With the entropy bonus at 2
+  (REINFORCE's default for per-action rewards) the policy's optimum is ``pi(split at i) = p(b_i |
+  X)``: the agent distils the LM's posterior.
+- ``flip``: ``log p(X, S) - log p(X, S with decision i flipped)`` (eq. 5.11, as a log-likelihood):
+  positive when the decision taken is the more probable one given all the others.
+- ``resample``: decision i is drawn again from ``pi``; the flip reward where the draw changes it,
+  else 0 (spec §6.2 C5).
+- ``incremental``: ``log p(segment closed at i) / |X|``: the log-probability of the segment whose
+  last character is ``i`` (the text's last segment at its last position); 0 where no segment
+  closes. Causal, and a row sums to the ``likelihood`` score.
+
+Rewards that read ``pi`` (``entropy``, ``marginal``, ``space-penalty`` with ``gamma > 0``,
+``resample``) need ``SegmentationBatch.policy_probs``, which the REINFORCE learner fills. Only
+``incremental`` is causal, as ``CharSegment`` needs (``check_stepwise``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from segrl.data import Corpus, GoldWord
+from segrl.errors import ConfigError
+from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
+from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
+from segrl.lm import LMConfig, SegmentedBatch, SegmentLM, build_lm
+from segrl.lm.slm import SLM
+from segrl.lm.training import LMTrainer
+
+CAUSAL_REWARDS = ("incremental", "likelihood")
+"""Variants whose rewards ``CharSegment`` can give step by step."""
+MAX_NATS = 30.0
+"""Per-decision rewards are clipped to +-this (a flip to a segmentation of probability 0 is +inf)."""
+POSTERIOR_FLOOR = 1e-6
+
+
+def lm_config(config: LMEvaluatorConfig) -> LMConfig:
+    """The ``segrl.lm`` model config that the evaluator's options describe."""
+    return LMConfig(
+        model=config.model,
+        context=config.context,
+        char_dim=config.char_dim,
+        hidden_dim=config.hidden_dim,
+        speller_dim=config.speller_dim,
+        max_segment_length=config.max_segment_length,
+        dropout=config.dropout,
+    )
+
+
+class LMEvaluator(Evaluator):
+    """Rewards from a co-trained segmental LM; see the module docstring.
+
+    Args:
+        lm: the language model (trained from here on).
+        config: the evaluator's options. ``score`` gives its sequence reward (``likelihood`` when
+            ``config.reward`` is a per-action one), ``action_rewards`` its per-action reward
+            (``posterior`` when ``config.reward`` is a sequence one or None).
+        seed: seed of the replay buffer's draws and of ``resample``'s redraws.
+    """
+
+    name = "lm"
+
+    def __init__(
+        self,
+        lm: SegmentLM,
+        config: LMEvaluatorConfig,
+        seed: int = 0,
+    ):
+        config.validate()
+        self.lm = lm
+        self.config = config
+        self.sequence_variant = config.variant("sequence")
+        self.action_variant = config.variant("per-action")
+        self.trainer = LMTrainer(lm, lr=config.lr, weight_decay=config.weight_decay)
+        self.buffer: deque[tuple[str, list[str]]] = deque(maxlen=config.buffer_size)
+        self.rng = np.random.default_rng(seed)
+        self.batches_seen = 0
+        self.pretrained = False
+
+    @classmethod
+    def from_config(
+        cls,
+        config: EvaluatorConfig,
+        corpus: Corpus,
+        gold: Sequence[GoldWord] | None = None,
+    ) -> LMEvaluator:
+        """A new LM over ``corpus``'s characters, initialised from ``config.seed``."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            lm = build_lm(lm_config(config.lm), corpus.vocab)
+        return cls(lm, config.lm, config.seed)
+
+    def check_stepwise(self, reward_mode: str) -> None:
+        """Raise ``ConfigError`` unless the ``reward_mode`` rewards can be given one decision at a
+        time, from the decisions so far (``CharSegment``)."""
+        variant = self.config.variant(reward_mode)
+        needs_policy = variant in ("entropy", "marginal", "resample") or (
+            variant == "space-penalty" and self.config.gamma > 0
+        )
+        if variant not in CAUSAL_REWARDS or needs_policy:
+            raise ConfigError(
+                f"the LM reward {variant!r} needs every decision of a sentence at once; "
+                f"CharSegment supports {' and '.join(CAUSAL_REWARDS)} (use SentenceSegment)"
+            )
+
+    # --- scoring -------------------------------------------------------------------------------------
+    def segmented(self, batch: SegmentationBatch) -> SegmentedBatch:
+        if batch.hide_spaces and self.lm.config.max_segment_length is None:
+            raise ConfigError(
+                "with hidden spaces the LM needs evaluator.lm.max_segment_length (e.g. 12)"
+            )
+        return self.lm.segmented(texts=batch.texts, decisions=batch.splits)
+
+    def _log_probs(self, batch: SegmentationBatch) -> tuple[np.ndarray, np.ndarray]:
+        """``(log p(X, S) [B], |X| [B])`` in eval mode. A segmentation the LM cannot generate (a
+        segment longer than ``max_segment_length``) scores ``-MAX_NATS`` per character."""
+        with _eval(self.lm):
+            scores = self.lm.score(self.segmented(batch))
+        total = scores.total.double().cpu().numpy()
+        n_chars = scores.n_chars.double().cpu().numpy()
+        return np.maximum(total, -MAX_NATS * n_chars), n_chars
+
+    def score(self, batch: SegmentationBatch) -> np.ndarray:
+        total, n_chars = self._log_probs(batch)
+        variant = self.sequence_variant
+        if variant == "entropy":
+            total = total + self.config.gamma * _policy_entropy(batch)
+        elif variant == "marginal":
+            total = total - _policy_log_prob(batch)
+        elif variant == "space-penalty":
+            missed = (batch.word_boundary_mask & batch.free_mask & ~batch.splits).sum(axis=1)
+            total = total - self.config.beta * missed
+            if self.config.gamma > 0:
+                total = total + self.config.gamma * _policy_entropy(batch)
+        return total / n_chars
+
+    def action_rewards(self, batch: SegmentationBatch) -> np.ndarray:
+        variant = self.action_variant
+        segmented = self.segmented(batch)
+        with _eval(self.lm):
+            if variant == "incremental":
+                scores = self.lm.score(segmented)
+                values = scores.per_position / scores.n_chars.unsqueeze(1)
+                return _to_positions(values, batch, last_carries=True)
+            if variant == "posterior":
+                posterior = _require_slm(self.lm).boundary_posteriors(segmented.chars)
+                q = posterior.double().clamp(POSTERIOR_FLOOR, 1 - POSTERIOR_FLOOR)
+                log_odds = _to_positions(torch.log(q) - torch.log1p(-q), batch)
+                rewards = np.where(batch.splits, log_odds, -log_odds)
+            else:  # flip, resample
+                rewards = _to_positions(self.lm.flip_scores(segmented).double(), batch)
+                if variant == "resample":
+                    rewards = rewards * self._redraw_changes(batch)
+        rewards = np.clip(rewards, -MAX_NATS, MAX_NATS)
+        return np.where(batch.free_mask, rewards, 0.0)
+
+    def _redraw_changes(self, batch: SegmentationBatch) -> np.ndarray:
+        """[B, P] bool: where a decision drawn again from the policy splits otherwise."""
+        probs = _require_probs(batch)  # [B, P, A]
+        split_prob = 1.0 - probs[..., NO_SPLIT]
+        redraw = self.rng.random(split_prob.shape) < split_prob
+        return redraw != batch.splits
+
+    # --- learning ------------------------------------------------------------------------------------
+    def pretrain(self, batches: Sequence[SegmentationBatch]) -> dict[str, float]:
+        """``pretrain_epochs`` epochs of LM steps on ``batches`` (the untrained policy's output)."""
+        examples = [example for batch in batches for example in _examples(batch)]
+        stats: dict[str, float] = {}
+        for _ in range(self.config.pretrain_epochs):
+            order = self.rng.permutation(len(examples))
+            for start in range(0, len(order), self.config.batch_size):
+                chunk = [examples[i] for i in order[start : start + self.config.batch_size]]
+                stats = self._step(chunk)
+        self.buffer.extend(examples)
+        self.pretrained = True
+        return stats
+
+    def update(self, batch: SegmentationBatch) -> dict[str, float]:
+        """Add ``batch`` to the replay buffer; every ``update_every`` calls, one LM step on a sample
+        of it. Returns the step's loss (before it) in bits per character."""
+        self.buffer.extend(_examples(batch))
+        self.batches_seen += 1
+        if self.batches_seen % self.config.update_every:
+            return {}
+        size = min(self.config.batch_size, len(self.buffer))
+        rows = self.rng.choice(len(self.buffer), size=size, replace=False)
+        return self._step([self.buffer[i] for i in rows])
+
+    def _step(self, examples: list[tuple[str, list[str]]]) -> dict[str, float]:
+        if self.config.objective == "marginal":
+            texts = [text for text, _ in examples]
+            if self.config.texts == "word-types":
+                texts = sorted({word for text in texts for word in text.split(" ")})
+            stats = self.trainer.marginal_step(texts)
+        else:
+            limit = self.lm.config.max_segment_length
+            if limit is not None:  # segments the model cannot spell are left out
+                examples = [e for e in examples if max(map(len, e[1])) <= limit]
+                if not examples:
+                    return {}
+            stats = self.trainer.step(self.lm.segmented(segments=[s for _, s in examples]))
+        return {"lm_bits_per_char": stats["bits_per_char"], "lm_grad_norm": stats["grad_norm"]}
+
+    def heldout_metrics(self, batches: Sequence[SegmentationBatch]) -> dict[str, float]:
+        """The LM's bits per character of held-out texts under the agent's segmentations (texts
+        with a segment the LM cannot generate left out, their fraction as ``lm_unscorable``), and
+        ``slm``'s marginal bits per character over every segmentation."""
+        nats = marginal = chars = all_chars = 0.0
+        texts = unscorable = 0
+        with _eval(self.lm):
+            for batch in batches:
+                segmented = self.segmented(batch)
+                scores = self.lm.score(segmented)
+                finite = torch.isfinite(scores.total)
+                nats -= float(scores.total[finite].sum())
+                chars += float(scores.n_chars[finite].sum())
+                all_chars += float(scores.n_chars.sum())
+                texts += len(batch)
+                unscorable += int((~finite).sum())
+                if isinstance(self.lm, SLM):
+                    with torch.no_grad():
+                        marginal -= float(self.lm.log_marginal(segmented.chars).sum())
+        if not texts:
+            return {}
+        out = {"lm_unscorable": unscorable / texts}
+        if chars:
+            out["lm_bits_per_char"] = nats / chars / math.log(2)
+        if isinstance(self.lm, SLM):
+            out["lm_marginal_bits_per_char"] = marginal / all_chars / math.log(2)
+        return out
+
+    # --- checkpoints ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "trainer": self.trainer.state_dict(),
+            "buffer": list(self.buffer),
+            "rng": self.rng.bit_generator.state,
+            "batches_seen": self.batches_seen,
+            "pretrained": self.pretrained,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.trainer.load_state_dict(state["trainer"])
+        self.buffer = deque(state["buffer"], maxlen=self.config.buffer_size)
+        self.rng.bit_generator.state = state["rng"]
+        self.batches_seen = int(state["batches_seen"])
+        self.pretrained = bool(state["pretrained"])
+
+
+class _eval:
+    """The model in eval mode (no dropout) inside the block, as it was after."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+
+    def __enter__(self) -> None:
+        self.was_training = self.model.training
+        self.model.eval()
+
+    def __exit__(self, *exc: object) -> None:
+        self.model.train(self.was_training)
+
+
+def _examples(batch: SegmentationBatch) -> list[tuple[str, list[str]]]:
+    """``(text, segments)`` per row (spaces are segments of their own)."""
+    return list(zip(batch.texts, batch.segmentations(), strict=True))
+
+
+def _to_positions(
+    values: torch.Tensor, batch: SegmentationBatch, last_carries: bool = False
+) -> np.ndarray:
+    """``[B, W]`` values per character -> ``[B, P]`` per position (value of character i at position
+    i). ``last_carries``: each text's last character's value is added to its last position."""
+    values = values.double().cpu().numpy()
+    out = np.zeros(batch.decisions.shape)
+    columns = min(values.shape[1], out.shape[1])
+    out[:, :columns] = values[:, :columns]
+    if last_carries:
+        rows = np.flatnonzero(batch.lengths >= 2)
+        last = batch.lengths[rows] - 1
+        out[rows, last - 1] += values[rows, last]
+    inside = np.arange(out.shape[1]) < (batch.lengths - 1)[:, None]
+    return np.where(inside, out, 0.0)
+
+
+def _require_probs(batch: SegmentationBatch) -> np.ndarray:
+    if batch.policy_probs is None:
+        raise ConfigError(
+            "this LM reward needs the policy's probabilities (SegmentationBatch.policy_probs), "
+            "which the agent did not give; use REINFORCE, or a reward that does not read them "
+            "(likelihood, posterior, flip, incremental)"
+        )
+    return batch.policy_probs
+
+
+def _policy_entropy(batch: SegmentationBatch) -> np.ndarray:
+    """[B] the policy's entropy over the free decisions of each row."""
+    probs = np.clip(_require_probs(batch), 1e-12, 1.0)
+    entropy = -(probs * np.log(probs)).sum(axis=-1)  # [B, P]
+    return np.where(batch.free_mask, entropy, 0.0).sum(axis=1)
+
+
+def _policy_log_prob(batch: SegmentationBatch) -> np.ndarray:
+    """[B] ``log pi(S|X)`` of the decisions taken at the free positions."""
+    probs = _require_probs(batch)
+    taken = np.take_along_axis(probs, batch.decisions[..., None], axis=-1)[..., 0]
+    return np.where(batch.free_mask, np.log(np.clip(taken, 1e-12, 1.0)), 0.0).sum(axis=1)
+
+
+def _require_slm(lm: SegmentLM) -> SLM:
+    if not isinstance(lm, SLM):
+        raise ConfigError(f"the posterior reward needs the slm language model, not {lm.name}")
+    return lm

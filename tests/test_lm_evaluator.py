@@ -1,0 +1,297 @@
+"""The co-trained LM evaluator: the sign and formula of every reward, causality, resumption, and a
+``segrl train`` run rewarded by it."""
+
+import io
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from segrl.agents import TrainConfig
+from segrl.agents.run import RunDir, TrainingInterrupted
+from segrl.agents.trainer import train_reinforce
+from segrl.checkpoint import load_checkpoint
+from segrl.config import build_config
+from segrl.data.vocab import CharVocab
+from segrl.envs import CharSegmentEnv
+from segrl.errors import ConfigError
+from segrl.evaluators import SPLIT, encode_segmentation_batch
+from segrl.evaluators.lm import MAX_NATS, LMEvaluator, lm_config
+from segrl.evaluators.registry import LMEvaluatorConfig
+from segrl.lm import build_lm
+
+# Every stem is followed by one of a few suffixes: split after the stem is the right segmentation.
+STEMS = ["walk", "talk", "jump", "play", "kick", "look"]
+SUFFIXES = ["ed", "ing", "s"]
+WORDS = [stem + suffix for stem in STEMS for suffix in SUFFIXES]
+SENTENCES = [" ".join(WORDS[i : i + 3]) for i in range(0, len(WORDS), 3)]
+
+
+def tiny_config(**changes) -> LMEvaluatorConfig:
+    values = dict(
+        objective="joint", char_dim=16, hidden_dim=32, speller_dim=32, dropout=0.0, lr=1e-2
+    )
+    values.update(changes)
+    return LMEvaluatorConfig(**values)
+
+
+def right_decisions(batch):
+    """[B, P] the stem | suffix segmentation of every word (forced word boundaries are kept)."""
+    decisions = np.zeros(batch.decisions.shape, dtype=np.int64)
+    for row, sentence in enumerate(batch.texts):
+        offset = 0
+        for word in sentence.split(" "):
+            stem = next(s for s in STEMS if word.startswith(s))
+            decisions[row, offset + len(stem) - 1] = SPLIT
+            offset += len(word) + 1
+    return decisions
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """An LM evaluator whose LM learnt the stem | suffix segmentations (joint likelihood)."""
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    vocab = CharVocab.from_texts(SENTENCES, "?")
+    config = tiny_config()
+    evaluator = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=0)
+    batch = encode_segmentation_batch(vocab, SENTENCES)
+    good = batch.with_decisions(right_decisions(batch))
+    evaluator.pretrain([good] * 1)
+    for _ in range(150):
+        evaluator.update(good)
+    torch.set_num_threads(threads)
+    return evaluator, vocab, good
+
+
+def test_right_segmentation_scores_higher_than_characters_and_words(trained):
+    evaluator, _vocab, good = trained
+    characters = good.with_decisions(np.ones_like(good.decisions))
+    words = good.with_decisions(np.zeros_like(good.decisions))
+    assert (evaluator.score(good) > evaluator.score(characters)).all()
+    assert (evaluator.score(good) > evaluator.score(words)).all()
+    total, n_chars = evaluator._log_probs(good)
+    assert evaluator.score(good) == pytest.approx(total / n_chars)
+    assert (n_chars == [len(t) + 1 for t in good.texts]).all()
+
+
+def test_posterior_flip_and_resample_reward_the_right_decisions(trained):
+    evaluator, _vocab, good = trained
+    wrong = good.with_decisions(1 - good.decisions)  # every free decision flipped
+    free = good.free_mask
+    for variant in ("posterior", "flip"):
+        evaluator.action_variant = variant
+        assert (evaluator.action_rewards(good)[free] > 0).all(), variant
+        assert (evaluator.action_rewards(good)[~free] == 0).all()
+    evaluator.action_variant = "posterior"  # the posterior does not depend on the other decisions
+    assert (evaluator.action_rewards(wrong)[free] < 0).all()
+    # flip compares with the other decisions fixed: one wrong decision among right ones
+    evaluator.action_variant = "flip"
+    for position in (0, 3):  # a spurious split "w|alk", a missed one "walked" (walk|ed)
+        one_wrong = good.decisions.copy()
+        one_wrong[:, position] = 1 - one_wrong[:, position]
+        assert (evaluator.action_rewards(good.with_decisions(one_wrong))[:, position] < 0).all()
+    evaluator.action_variant = "flip"
+    flips = evaluator.action_rewards(good)
+    # resample: a policy that always splits changes exactly the decisions that did not split
+    always_split = np.zeros((*good.decisions.shape, 2))
+    always_split[..., SPLIT] = 1.0
+    evaluator.action_variant = "resample"
+    rewards = evaluator.action_rewards(_with_probs(good, always_split))
+    expected = np.where(good.splits, 0.0, flips)
+    np.testing.assert_allclose(rewards, expected, atol=1e-6)
+    never_split = always_split[..., ::-1].copy()
+    rewards = evaluator.action_rewards(_with_probs(good, never_split))
+    np.testing.assert_allclose(rewards, np.where(good.splits, flips, 0.0), atol=1e-6)
+    evaluator.action_variant = "posterior"
+    with pytest.raises(ConfigError, match="policy's probabilities"):
+        evaluator.action_variant = "resample"
+        evaluator.action_rewards(good)
+    evaluator.action_variant = "posterior"
+
+
+def test_incremental_rewards_are_causal_and_sum_to_the_likelihood(trained):
+    evaluator, _vocab, good = trained
+    evaluator.action_variant = "incremental"
+    rng = np.random.default_rng(0)
+    batch = good.with_decisions(rng.integers(0, 2, good.decisions.shape))
+    rewards = evaluator.action_rewards(batch)
+    evaluator.action_variant = "posterior"
+    np.testing.assert_allclose(rewards.sum(axis=1), evaluator.score(batch), rtol=1e-5)
+    assert (rewards <= 0).all() and (rewards[:, : batch.lengths.min() - 1].sum(axis=1) < 0).all()
+    # column i depends only on the decisions up to i: change everything after position 5
+    later = batch.decisions.copy()
+    later[:, 6:] = 1 - later[:, 6:]
+    evaluator.action_variant = "incremental"
+    changed = evaluator.action_rewards(batch.with_decisions(later))
+    np.testing.assert_allclose(changed[:, :6], rewards[:, :6], atol=1e-6)
+    # the split of "walk|ed" closes "walk": its reward; no segment closes after "w"
+    right = evaluator.action_rewards(good)
+    evaluator.action_variant = "posterior"
+    assert right[0, 3] < 0 and right[0, 0] == 0
+
+
+def _with_probs(batch, probs):
+    return replace(batch, policy_probs=probs)
+
+
+def test_sequence_variants_follow_their_formulas(trained):
+    evaluator, vocab, good = trained
+    total, n_chars = evaluator._log_probs(good)
+    p_split = np.full(good.decisions.shape, 0.2)
+    probs = np.stack([1 - p_split, p_split], axis=-1)
+    batch = _with_probs(good, probs)
+    free = good.free_mask
+    entropy = np.where(free, -(0.2 * math.log(0.2) + 0.8 * math.log(0.8)), 0.0).sum(axis=1)
+    log_pi = np.where(free, np.where(good.splits, math.log(0.2), math.log(0.8)), 0.0).sum(axis=1)
+    gamma = evaluator.config.gamma
+    evaluator.sequence_variant = "entropy"
+    np.testing.assert_allclose(evaluator.score(batch), (total + gamma * entropy) / n_chars)
+    evaluator.sequence_variant = "marginal"
+    np.testing.assert_allclose(evaluator.score(batch), (total - log_pi) / n_chars)
+    assert (evaluator.score(batch) > total / n_chars).all()  # -log pi(S|X) > 0
+    evaluator.sequence_variant = "likelihood"
+    np.testing.assert_allclose(evaluator.score(batch), total / n_chars)
+
+    # the space penalty: hidden spaces, one removed space not split costs beta per character
+    config = tiny_config(max_segment_length=8, gamma=0.0, beta=2.0)
+    hidden = LMEvaluator(build_lm(lm_config(config), vocab), config)
+    hidden.sequence_variant = "space-penalty"
+    batch = encode_segmentation_batch(vocab, ["walked talks"], hide_spaces=True)
+    split_all = batch.with_decisions(batch.word_boundary_mask.astype(np.int64))
+    missed = split_all.with_decisions(np.zeros_like(batch.decisions))
+    total, n_chars = hidden._log_probs(missed)
+    # "walkedtalks" in one segment is longer than max_segment_length: impossible, floored
+    np.testing.assert_allclose(total, -MAX_NATS * n_chars)
+    np.testing.assert_allclose(hidden.score(missed), (total - 2.0 * 1) / n_chars)
+    base_total, base_chars = hidden._log_probs(split_all)
+    np.testing.assert_allclose(hidden.score(split_all), base_total / base_chars)
+
+
+def test_evaluator_state_resumes_exactly(trained):
+    _evaluator, vocab, good = trained
+    config = tiny_config(batch_size=2, buffer_size=5)
+    torch.manual_seed(1)
+    first = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=3)
+    first.pretrain([good])
+    first.update(good)
+    saved = io.BytesIO()
+    torch.save(first.state_dict(), saved)
+    torch.manual_seed(2)  # another initialisation, replaced by the checkpoint
+    second = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=4)
+    saved.seek(0)
+    second.load_state_dict(torch.load(saved, weights_only=False))
+    assert second.pretrained and len(second.buffer) == 5 and second.batches_seen == 1
+    for _ in range(2):
+        assert first.update(good) == second.update(good)  # same draws from the buffer, same step
+    np.testing.assert_allclose(first.action_rewards(good), second.action_rewards(good))
+
+
+def test_options_that_do_not_fit_are_config_errors(small_corpus_file):
+    config = build_config(
+        TrainConfig,
+        overrides={"evaluator.name": "lm", "env.reward": "sequence", "evaluator.lm.reward": "flip"},
+    )
+    with pytest.raises(ConfigError, match="does not go with sequence rewards"):
+        config.validate()
+    with pytest.raises(ConfigError, match="unknown LM reward"):
+        LMEvaluatorConfig(reward="flipp").validate()
+    with pytest.raises(ConfigError, match="need evaluator.lm.model = 'slm'"):
+        LMEvaluatorConfig(model="segment-lstm").validate()
+    # CharSegment decides one position at a time: only causal rewards
+    options = {"corpus": str(small_corpus_file), "reward": "per-action"}
+    with pytest.raises(ConfigError, match="CharSegment supports"):
+        CharSegmentEnv(evaluator=_small_lm_evaluator(small_corpus_file, "flip"), **options)
+    env = CharSegmentEnv(evaluator=_small_lm_evaluator(small_corpus_file, "incremental"), **options)
+    env.reset(seed=0)
+    _obs, reward, _terminated, _truncated, _info = env.step(1)
+    assert reward < 0  # the split closed a segment: its log-probability per character
+
+
+def _small_lm_evaluator(corpus_file, reward):
+    from segrl.envs.setup import resolve_corpus
+
+    corpus = resolve_corpus(corpus_file, None)
+    config = tiny_config(reward=reward)
+    return LMEvaluator(build_lm(lm_config(config), corpus.vocab), config)
+
+
+def lm_train_config(corpus_file, tmp_path, **overrides):
+    values = {
+        "data.corpus": str(corpus_file),
+        "data.min_char_count": 1,
+        "gold.max_words": 100,
+        "segmenter.embedding_dim": 8,
+        "segmenter.hidden_dim": 16,
+        "evaluator.name": "lm",
+        "evaluator.lm.char_dim": 8,
+        "evaluator.lm.hidden_dim": 16,
+        "evaluator.lm.speller_dim": 16,
+        "evaluator.lm.batch_size": 8,
+        "reinforce.steps": 6,
+        "reinforce.batch_size": 8,
+        "eval_every": 3,
+        "eval_gold_words": 30,
+        "checkpoint_every": 2,
+        "log_every": 1,
+        "threads": 1,
+        "out": str(tmp_path / "run"),
+    }
+    values.update(overrides)
+    return build_config(TrainConfig, overrides=values)
+
+
+@pytest.mark.slow
+def test_lm_rewarded_training_logs_diagnostics_and_resumes_exactly(mlflow_store, small_corpus_file):
+    """``segrl train --evaluator lm``: pre-trained once, collapse diagnostics logged, and a run
+    interrupted at step 3 ends with the same LM as one never interrupted."""
+    straight = train_reinforce(lm_train_config(small_corpus_file, mlflow_store / "a"))
+    assert straight.metrics["lm_bits_per_char"] > 0
+    client = MlflowClient()
+    metrics = client.get_run(straight.run_id).data.metrics
+    for key in (
+        "pretrain/lm_bits_per_char",
+        "train/evaluator/lm_bits_per_char",
+        "train/split_rate",
+        "train/entropy",
+        "eval/units_per_char",
+        "eval/boundary_f1",
+        "eval/morfessor_boundary_f1",
+        "eval/lm_bits_per_char",
+        "eval/lm_marginal_bits_per_char",
+    ):
+        assert key in metrics, key
+    assert straight.run_dir.name == "run"
+    config = lm_train_config(small_corpus_file, mlflow_store / "b")
+    assert config.name == "reinforce-bilstm-lm-per-action-posterior"
+    with pytest.raises(TrainingInterrupted):
+        train_reinforce(config, on_step=lambda step, stats: step == 3)
+    resumed = train_reinforce(config)
+    assert resumed.resumed_from == 3 and resumed.step == 6
+    history = client.get_metric_history(resumed.run_id, "pretrain/lm_bits_per_char")
+    assert len(history) == 1  # the resumed run did not pre-train again
+    a = load_checkpoint(straight.run_dir / "checkpoint.pt", restore_rng=False)["evaluator"]
+    b = load_checkpoint(RunDir(resumed.run_dir).checkpoint_path, restore_rng=False)["evaluator"]
+    for key, value in a["trainer"]["model"].items():
+        torch.testing.assert_close(value, b["trainer"]["model"][key])
+    assert a["batches_seen"] == b["batches_seen"] == 6
+
+
+def test_marginal_objective_reads_word_types_or_sentences(trained, monkeypatch):
+    _evaluator, vocab, good = trained
+    for texts, expected in (("word-types", sorted(set(WORDS))), ("sentences", SENTENCES)):
+        config = tiny_config(objective="marginal", texts=texts, batch_size=len(SENTENCES))
+        evaluator = LMEvaluator(build_lm(lm_config(config), vocab), config)
+        read: list[list[str]] = []
+
+        def recording(batch_texts, read=read, step=evaluator.trainer.marginal_step):
+            read.append(batch_texts)
+            return step(batch_texts)
+
+        monkeypatch.setattr(evaluator.trainer, "marginal_step", recording)
+        stats = evaluator.update(good)
+        assert sorted(read[0]) == sorted(expected) and stats["lm_bits_per_char"] > 0
