@@ -377,3 +377,29 @@ def test_ppo_config_errors_and_command_line(mlflow_store, small_corpus_file, cap
     assert main(args) == 0
     assert "ppo-batched-bilstm-morfessor-per-action" in capsys.readouterr().out
     assert RunDir(mlflow_store / "cli").info["step"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "agent,reward,lm_reward",
+    [("ppo", "per-action", "incremental"), ("ppo-batched", "per-action", "resample")],
+)
+def test_ppo_jobs_with_the_lm_evaluator(mlflow_store, small_corpus_file, agent, reward, lm_reward):
+    """Both PPO agents pre-train the LM evaluator once and co-train it; ``resample`` reads the
+    policy's probabilities, which the batched learner hands to the environment."""
+    lm = {
+        "evaluator.name": "lm",
+        "evaluator.lm.reward": lm_reward,
+        "evaluator.lm.char_dim": 8,
+        "evaluator.lm.hidden_dim": 16,
+        "evaluator.lm.speller_dim": 16,
+        "evaluator.lm.batch_size": 8,
+        "env.reward": reward,
+    }
+    config = small_train_config(small_corpus_file, mlflow_store / "run", agent, **lm)
+    result = (train_ppo if agent == "ppo" else train_ppo_batched)(config)
+    assert result.step == 6
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["pretrain/lm_bits_per_char"] > 0
+    assert metrics["train/evaluator/lm_bits_per_char"] > 0
+    assert 0.0 < metrics["units_per_char"] <= 1.0

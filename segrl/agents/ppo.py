@@ -33,7 +33,7 @@ from segrl.agents.ppo_vec_env import SegmentVecEnv
 from segrl.agents.run import RunDir, TrainingInterrupted, stop_requests
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import build_task
-from segrl.agents.trainer import TrainResult, evaluate_and_log, finish
+from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, start_fresh
 from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
@@ -145,8 +145,7 @@ def train_ppo(
         run.update_info(mlflow_run_id=tracking.active_run_id())
         session_start = time.perf_counter()
         if state is None:
-            tracking.log_dict(task.corpus.settings, "corpus.json")
-            evaluate_and_log(segmenter, task, step=0)
+            start_fresh(segmenter, task, config)
         else:
             print(f"resuming {run.path} from step {step} of {steps}", flush=True)
         progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
@@ -164,7 +163,7 @@ def train_ppo(
             stats, callback.stats = callback.stats, {}
             if stats:
                 tracking.log_metrics(
-                    {f"evaluator/{k}": v for k, v in stats.items()}, step=model.num_timesteps
+                    {f"train/evaluator/{k}": v for k, v in stats.items()}, step=model.num_timesteps
                 )
             if step % config.eval_every == 0 and step < steps:
                 metrics = evaluate_and_log(segmenter, task, model.num_timesteps)

@@ -137,7 +137,8 @@ class BatchedPPO:
             actions = dist.sample()  # [B, W-1]
             old_log_prob = dist.log_prob(actions)
         padded = pad_positions(actions.cpu(), env.slots.positions).numpy()
-        next_observation, rewards, _dones, info = env.step(padded)
+        padded_probs = pad_positions(dist.probs.cpu(), env.slots.positions).numpy()
+        next_observation, rewards, _dones, info = env.step(padded, padded_probs)
 
         # 2. advantages: per decision [B, W-1], or per sentence [B] spread over its decisions
         if self.reward_mode == "per-action":

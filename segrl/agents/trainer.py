@@ -131,14 +131,7 @@ def train_sentence_agent(
         run.update_info(mlflow_run_id=tracking.active_run_id())
         session_start = time.perf_counter()
         if state is None:
-            tracking.log_dict(task.corpus.settings, "corpus.json")
-            started = time.perf_counter()
-            pretrained = pretrain_evaluator(task, segmenter, config.seed)
-            if pretrained:
-                seconds = time.perf_counter() - started
-                print(f"[{config.name}] evaluator pre-trained ({seconds:.0f}s)", flush=True)
-            tracking.log_metrics({f"pretrain/{k}": v for k, v in pretrained.items()}, step=0)
-            evaluate_and_log(segmenter, task, step=0)
+            start_fresh(segmenter, task, config)
         else:
             print(f"resuming {run.path} from step {step} of {steps}", flush=True)
         running: dict[str, list[float]] = defaultdict(list)
@@ -175,6 +168,20 @@ def train_sentence_agent(
         total_seconds = elapsed + time.perf_counter() - session_start
         metrics = finish(segmenter, task, run, config, step, total_seconds)
     return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
+
+
+def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConfig) -> None:
+    """What a fresh run (not a resumed one) does before its first step, whatever the agent: log the
+    corpus settings, pre-train the evaluator on the untrained policy's segmentations (the LM
+    evaluator; nothing for the others), evaluate at step 0."""
+    tracking.log_dict(task.corpus.settings, "corpus.json")
+    started = time.perf_counter()
+    pretrained = pretrain_evaluator(task, segmenter, config.seed)
+    if pretrained:
+        seconds = time.perf_counter() - started
+        print(f"[{config.name}] evaluator pre-trained ({seconds:.0f}s)", flush=True)
+    tracking.log_metrics({f"pretrain/{k}": v for k, v in pretrained.items()}, step=0)
+    evaluate_and_log(segmenter, task, step=0)
 
 
 def evaluate_and_log(segmenter: AgentSegmenter, task: TrainingTask, step: int) -> dict[str, float]:

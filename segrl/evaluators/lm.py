@@ -321,8 +321,8 @@ def _require_probs(batch: SegmentationBatch) -> np.ndarray:
     if batch.policy_probs is None:
         raise ConfigError(
             "this LM reward needs the policy's probabilities (SegmentationBatch.policy_probs), "
-            "which the agent did not give; use REINFORCE, or a reward that does not read them "
-            "(likelihood, posterior, flip, incremental)"
+            "which the agent did not give; use REINFORCE or ppo-batched, or a reward that does not "
+            "read them (likelihood, posterior, flip, incremental)"
         )
     return batch.policy_probs
 
