@@ -30,10 +30,10 @@ from segrl import tracking
 from segrl.agents.config import TrainConfig
 from segrl.agents.ppo_policy import build_sb3_model
 from segrl.agents.ppo_vec_env import SegmentVecEnv
-from segrl.agents.run import RunDir, TrainingInterrupted, stop_requests
+from segrl.agents.run import RunDir, TrainingInterrupted
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import build_task
-from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, start_fresh
+from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, tracked_run
 from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
@@ -135,19 +135,8 @@ def train_ppo(
 
     steps = config.ppo.steps
     rollout = config.ppo.num_envs * config.ppo.n_steps
-    run_name = config.tracking.run_name or run.path.name
-    mlflow_run_id = run.info.get("mlflow_run_id") if state is not None else None
-    tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}
-    with (
-        tracking.start_run(config, config.tracking.experiment, run_name, tags, mlflow_run_id),
-        stop_requests() as stop,
-    ):
-        run.update_info(mlflow_run_id=tracking.active_run_id())
+    with tracked_run(config, run, segmenter, task, resumed_from, steps) as stop:
         session_start = time.perf_counter()
-        if state is None:
-            start_fresh(segmenter, task, config)
-        else:
-            print(f"resuming {run.path} from step {step} of {steps}", flush=True)
         progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
         deadline = None if config.max_minutes is None else session_start + 60 * config.max_minutes
         while step < steps:

@@ -8,9 +8,11 @@ first Ctrl-C stops at the next step boundary with a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,19 +123,8 @@ def train_sentence_agent(
             env=env.state_dict(),
         )
 
-    run_name = config.tracking.run_name or run.path.name
-    mlflow_run_id = run.info.get("mlflow_run_id") if state is not None else None
-    tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}
-    with (
-        tracking.start_run(config, config.tracking.experiment, run_name, tags, mlflow_run_id),
-        stop_requests() as stop,
-    ):
-        run.update_info(mlflow_run_id=tracking.active_run_id())
+    with tracked_run(config, run, segmenter, task, resumed_from, steps) as stop:
         session_start = time.perf_counter()
-        if state is None:
-            start_fresh(segmenter, task, config)
-        else:
-            print(f"resuming {run.path} from step {step} of {steps}", flush=True)
         running: dict[str, list[float]] = defaultdict(list)
         shown: dict[str, str] = {}
         progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
@@ -168,6 +159,33 @@ def train_sentence_agent(
         total_seconds = elapsed + time.perf_counter() - session_start
         metrics = finish(segmenter, task, run, config, step, total_seconds)
     return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
+
+
+@contextlib.contextmanager
+def tracked_run(
+    config: TrainConfig,
+    run: RunDir,
+    segmenter: AgentSegmenter,
+    task: TrainingTask,
+    resumed_from: int | None,
+    steps: int,
+) -> Iterator[threading.Event]:
+    """The MLflow run of a training job, whatever the agent: a new one (then ``start_fresh``), or
+    the one ``run`` started when it resumes from step ``resumed_from``. Yields the Ctrl-C event
+    (``stop_requests``)."""
+    run_name = config.tracking.run_name or run.path.name
+    mlflow_run_id = run.info.get("mlflow_run_id") if resumed_from is not None else None
+    tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}
+    with (
+        tracking.start_run(config, config.tracking.experiment, run_name, tags, mlflow_run_id),
+        stop_requests() as stop,
+    ):
+        run.update_info(mlflow_run_id=tracking.active_run_id())
+        if resumed_from is None:
+            start_fresh(segmenter, task, config)
+        else:
+            print(f"resuming {run.path} from step {resumed_from} of {steps}", flush=True)
+        yield stop
 
 
 def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConfig) -> None:
