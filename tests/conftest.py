@@ -58,6 +58,25 @@ def write_small_corpus(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The small corpus, loaded (every character kept), once per test module."""
+    from segrl.config import DataConfig
+    from segrl.data import load_corpus
+
+    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
+    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
+
+
+@pytest.fixture(scope="module")
+def morfessor(corpus, tmp_path_factory):
+    """A Morfessor evaluator of the small corpus (its own cache), once per test module."""
+    from segrl.evaluators import EvaluatorConfig, build_evaluator
+
+    cache = tmp_path_factory.mktemp("morfessor")
+    return build_evaluator(EvaluatorConfig(cache_dir=str(cache)), corpus)
+
+
 @pytest.fixture
 def small_corpus_file(tmp_path) -> Path:
     return write_small_corpus(tmp_path / "small.txt")

@@ -15,12 +15,10 @@ from segrl.agents import (
 )
 from segrl.agents.policies import bucketed_char_states, reverse_index
 from segrl.agents.segmenter import separator_id
-from segrl.config import DataConfig
-from segrl.data import GoldWord, load_corpus
+from segrl.data import GoldWord
 from segrl.envs import VectorSentenceSegmentEnv
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators.gold import GoldEvaluator
-from tests.conftest import write_small_corpus
 
 SMALL = {"embedding_dim": 8, "hidden_dim": 16, "dropout": 0.0}
 
@@ -151,12 +149,6 @@ def test_value_baseline_averages_free_positions_only():
 
 
 GOLD = [GoldWord("walked", (("walk", "ed"),)), GoldWord("jumping", (("jump", "ing"),))]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
-    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
 
 
 @pytest.mark.parametrize("reward", ["per-action", "sequence"])

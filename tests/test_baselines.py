@@ -10,18 +10,9 @@ from segrl.baselines import (
     segmenter_class,
 )
 from segrl.baselines.yttm import yttm_available
-from segrl.config import DataConfig
-from segrl.data import load_corpus
 from segrl.errors import ConfigError, ModelError
-from tests.conftest import write_small_corpus
 
 WORDS = ["walked", "jumping", "talks", "kicker", "zëbra", "a"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
-    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
 
 
 def make(method):

@@ -11,8 +11,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import segrl  # noqa: F401  (registers the environments)
-from segrl.config import DataConfig
-from segrl.data import GoldWord, load_corpus
+from segrl.data import GoldWord
 from segrl.envs import (
     CHAR_SEGMENT_ID,
     SENTENCE_SEGMENT_ID,
@@ -20,27 +19,13 @@ from segrl.envs import (
     VectorSentenceSegmentEnv,
 )
 from segrl.errors import ConfigError, DataError
-from segrl.evaluators import EvaluatorConfig, build_evaluator
 from segrl.evaluators.gold import GoldEvaluator
-from tests.conftest import write_small_corpus
 
 GOLD = [
     GoldWord("walked", (("walk", "ed"),)),
     GoldWord("cats", (("cat", "s"),)),
     GoldWord("the", (("the",),)),
 ]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
-    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
-
-
-@pytest.fixture(scope="module")
-def morfessor(corpus, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("morfessor")
-    return build_evaluator(EvaluatorConfig(cache_dir=str(cache)), corpus)
 
 
 @pytest.fixture

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from segrl.config import DataConfig
-from segrl.data import CharVocab, GoldWord, load_corpus
+from segrl.data import CharVocab, GoldWord
 from segrl.data.corpus import PLACEHOLDER
 from segrl.errors import ConfigError
 from segrl.evaluators import (
@@ -16,7 +15,6 @@ from segrl.evaluators import (
 )
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.evaluators.morfessor import MorfessorEvaluator
-from tests.conftest import write_small_corpus
 
 GOLD = [
     GoldWord("walked", (("walk", "ed"),)),
@@ -119,12 +117,6 @@ def test_fixed_evaluators_do_not_update():
     gold = GoldEvaluator(GOLD)
     assert gold.update(encode_segmentation_batch(VOCAB, ["cats"])) == {}
     assert gold.state_dict() == {}
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
-    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
 
 
 def test_morfessor_evaluator_rewards_its_own_segmentation(corpus, tmp_path):

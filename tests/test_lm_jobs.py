@@ -14,18 +14,12 @@ from segrl.lm import LMConfig, load_lm
 from segrl.lm.levels import LevelsConfig, LevelsLMConfig, held_out_sentences, run_levels
 from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter, training_texts
 from segrl.tracking import segmenter_runs
-from tests.conftest import shared_path, write_small_corpus
+from tests.conftest import shared_path
 
 TINY = {"char_dim": 8, "embedding_dim": 16, "hidden_dim": 16, "speller_dim": 16}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
-    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
 
 
 def test_word_type_texts_hold_out_unseen_types(corpus):

@@ -21,30 +21,16 @@ from segrl.agents.run import RunDir, TrainingInterrupted
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.checkpoint import load_checkpoint
 from segrl.cli import EXIT_USER_ERROR, main
-from segrl.config import DataConfig, build_config
-from segrl.data import GoldWord, load_corpus
+from segrl.config import build_config
+from segrl.data import GoldWord
 from segrl.envs import VectorCharSegmentEnv, VectorSentenceSegmentEnv
 from segrl.errors import ConfigError
-from segrl.evaluators import EvaluatorConfig, build_evaluator
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.tracking import segmenter_runs
-from tests.conftest import write_small_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = {"embedding_dim": 8, "hidden_dim": 16}
 GOLD = [GoldWord("walked", (("walk", "ed"),))]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = write_small_corpus(tmp_path_factory.mktemp("corpus") / "small.txt")
-    return load_corpus(DataConfig(corpus=str(path), min_char_count=1))
-
-
-@pytest.fixture(scope="module")
-def morfessor(corpus, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("morfessor")
-    return build_evaluator(EvaluatorConfig(cache_dir=str(cache)), corpus)
 
 
 def small_train_config(corpus_file, out, agent="ppo", **overrides):
