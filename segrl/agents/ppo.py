@@ -30,10 +30,10 @@ from segrl import tracking
 from segrl.agents.config import TrainConfig
 from segrl.agents.ppo_policy import build_sb3_model
 from segrl.agents.ppo_vec_env import SegmentVecEnv
-from segrl.agents.run import RunDir, TrainingInterrupted
+from segrl.agents.run import RunDir
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import build_task
-from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, tracked_run
+from segrl.agents.trainer import TrainResult, end_step, evaluate_and_log, finish, tracked_run
 from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
@@ -158,14 +158,7 @@ def train_ppo(
                 metrics = evaluate_and_log(segmenter, task, model.num_timesteps)
                 f1 = metrics.get("morfessor_boundary_f1", 0.0)
                 progress.set_postfix(morfessor_f1=f"{f1:.3f}")
-            stopping = stop.is_set() or (on_step is not None and on_step(step, stats))
-            if step % config.checkpoint_every == 0 or step == steps or stopping:
-                save()
-            if stopping:
-                progress.close()
-                raise TrainingInterrupted(f"stopped at step {step}; run again to resume")
-            if deadline is not None and time.perf_counter() > deadline:
-                save()
+            if end_step(step, steps, stats, config, stop, on_step, save, progress, deadline):
                 break
         progress.close()
         model.logger.dump(model.num_timesteps)  # the last update's train/... values

@@ -146,19 +146,38 @@ def train_sentence_agent(
                 metrics = evaluate_and_log(segmenter, task, step)
                 shown["morfessor_f1"] = f"{metrics.get('morfessor_boundary_f1', 0.0):.3f}"
                 progress.set_postfix(shown)
-            stopping = stop.is_set() or (on_step is not None and on_step(step, stats))
-            if step % config.checkpoint_every == 0 or step == steps or stopping:
-                save()
-            if stopping:
-                progress.close()
-                raise TrainingInterrupted(f"stopped at step {step}; run again to resume")
-            if deadline is not None and time.perf_counter() > deadline:
-                save()
+            if end_step(step, steps, stats, config, stop, on_step, save, progress, deadline):
                 break
         progress.close()
         total_seconds = elapsed + time.perf_counter() - session_start
         metrics = finish(segmenter, task, run, config, step, total_seconds)
     return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
+
+
+def end_step(
+    step: int,
+    steps: int,
+    stats: dict[str, float],
+    config: TrainConfig,
+    stop: threading.Event,
+    on_step: Callable[[int, dict[str, float]], bool] | None,
+    save: Callable[[], None],
+    progress: tqdm,
+    deadline: float | None,
+) -> bool:
+    """What every training job does after its update ``step``: checkpoint where due; on a stop
+    request (Ctrl-C, or ``on_step`` returning True) checkpoint and raise ``TrainingInterrupted``;
+    True once the time budget (``deadline``) is spent, checkpointed."""
+    stopping = stop.is_set() or (on_step is not None and on_step(step, stats))
+    if step % config.checkpoint_every == 0 or step == steps or stopping:
+        save()
+    if stopping:
+        progress.close()
+        raise TrainingInterrupted(f"stopped at step {step}; run again to resume")
+    if deadline is not None and time.perf_counter() > deadline:
+        save()
+        return True
+    return False
 
 
 @contextlib.contextmanager
