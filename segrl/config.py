@@ -29,11 +29,22 @@ class DataConfig:
     """Where the corpus comes from and how it is normalised and split (as in the study)."""
 
     corpus: str | None = None
-    """A UTF-8 text file or folder (``.gz`` files are read too); None uses the bundled WikiText-2 slice."""
+    """A UTF-8 text file or folder (``.gz`` files are read too), a word-count list, or
+    ``wordfreq:LANG``; None uses the bundled WikiText-2 slice."""
+    corpus_format: str = "auto"
+    """``text`` (running text), ``counts`` (``count word`` or ``word<TAB>count`` lines), ``words`` (one
+    word per line) or ``auto`` (told apart by the first lines)."""
     max_len: int = 128
-    """Sentences longer than this many characters (after normalisation) are left out."""
+    """Sentences (or words) longer than this many characters (after normalisation) are left out."""
     min_char_count: int = 25
-    """Characters seen fewer than this many times are mapped to one placeholder character."""
+    """Characters seen fewer than this many times are mapped to one placeholder character (in a
+    word list, characters are counted over word tokens: a word seen 40 times counts 40 times)."""
+    max_words: int | None = None
+    """A word list keeps only its this many most frequent words; None keeps all (``wordfreq:LANG``
+    keeps its 60,000 most frequent alphabetic words)."""
+    dampening: str = "log"
+    """How a word list's counts weight its words where episodes and the LM's training words are drawn:
+    ``none`` (token counts), ``log`` (``round(log2(count + 1))``) or ``ones`` (types)."""
     lowercase: bool = True
     valid_fraction: float = 0.1
     test_fraction: float = 0.1

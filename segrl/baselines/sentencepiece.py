@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import tempfile
 from pathlib import Path
 
 import sentencepiece as spm
@@ -16,7 +17,9 @@ MODEL_FILE = "sentencepiece.model"
 
 class SentencePieceSegmenter(Segmenter):
     """SentencePiece trained on the training sentences (pieces never cross spaces), identity
-    normalisation so pieces spell the input exactly, full character coverage.
+    normalisation so pieces spell the input exactly, full character coverage. On a word list it
+    trains on the words with their counts (SentencePiece's ``tsv`` input: ``word<TAB>count``), as if
+    each word occurred that many times in running text.
 
     Options: ``model_type`` (``bpe`` or ``unigram``), ``vocab_size`` (a soft limit on small corpora).
     """
@@ -31,9 +34,21 @@ class SentencePieceSegmenter(Segmenter):
         self._processor: spm.SentencePieceProcessor | None = None
 
     def _train(self, corpus: Corpus) -> None:
+        if corpus.kind == "words":
+            with tempfile.TemporaryDirectory() as tmp:
+                words = Path(tmp) / "words.tsv"
+                counts = corpus.word_counts("train")
+                words.write_text(
+                    "".join(f"{w}\t{n}\n" for w, n in sorted(counts.items())), encoding="utf-8"
+                )
+                self._train_from(input=str(words), input_format="tsv")
+        else:
+            self._train_from(sentence_iterator=iter(corpus.train))
+
+    def _train_from(self, **source: object) -> None:
         model = io.BytesIO()
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(corpus.train),
+            **source,
             model_writer=model,
             vocab_size=self.options["vocab_size"],
             model_type=self.options["model_type"],

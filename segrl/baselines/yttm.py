@@ -45,7 +45,7 @@ class YttmBPE(Segmenter):
 
         with tempfile.TemporaryDirectory() as tmp:
             data, model = Path(tmp) / "train.txt", Path(tmp) / MODEL_FILE
-            data.write_text("\n".join(corpus.train) + "\n", encoding="utf-8")
+            data.write_text("\n".join(_training_lines(corpus)) + "\n", encoding="utf-8")
             with _quiet_native_output():
                 yttm.BPE.train(
                     data=str(data),
@@ -96,3 +96,12 @@ def _quiet_native_output() -> Iterator[None]:
             os.dup2(copy, fd)
             os.close(copy)
         os.close(devnull)
+
+
+def _training_lines(corpus: Corpus) -> list[str]:
+    """The training sentences; for a word list, every word repeated by its log-dampened count
+    (youtokentome reads only running text, and token counts would make the file enormous)."""
+    if corpus.kind == "text":
+        return corpus.train
+    weights = corpus.weights(corpus.train, "log")
+    return [word for word, n in zip(corpus.train, weights, strict=True) for _ in range(n)]

@@ -22,7 +22,35 @@ def add_data_args(parser: argparse.ArgumentParser) -> None:
         "--corpus",
         dest="data.corpus",
         metavar="PATH",
-        help="UTF-8 text file or folder (default: the bundled WikiText-2 slice)",
+        help="UTF-8 text file or folder, word-count list, or wordfreq:LANG (default: the bundled "
+        "WikiText-2 slice)",
+    )
+    group.add_argument(
+        "--corpus-format",
+        dest="data.corpus_format",
+        choices=("auto", "text", "counts", "words"),
+        help="text, counts ('count word' or 'word<TAB>count' lines), words (one per line), or auto "
+        "(default: told apart by the first lines)",
+    )
+    group.add_argument(
+        "--max-words",
+        dest="data.max_words",
+        type=int,
+        metavar="N",
+        help="word lists: keep the N most frequent words (wordfreq:LANG default 60000)",
+    )
+    group.add_argument(
+        "--min-char-count",
+        dest="data.min_char_count",
+        type=int,
+        metavar="N",
+        help="map characters seen fewer than N times to a placeholder (default 25)",
+    )
+    group.add_argument(
+        "--dampening",
+        dest="data.dampening",
+        choices=("none", "log", "ones"),
+        help="word lists: how counts weight the words episodes and the LM draw (default log)",
     )
     group.add_argument(
         "--max-len",

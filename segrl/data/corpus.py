@@ -21,6 +21,15 @@ from pathlib import Path
 
 from segrl.config import DataConfig
 from segrl.data.vocab import CharVocab
+from segrl.data.wordlists import (
+    FORMATS,
+    WORDFREQ_PREFIX,
+    dampen,
+    detect_format,
+    merge_counts,
+    read_word_counts,
+    wordfreq_counts,
+)
 from segrl.errors import DataError
 
 PLACEHOLDER = "\ufffd"
@@ -59,6 +68,14 @@ class Corpus:
     vocab: CharVocab
     settings: dict = field(default_factory=dict)
     """Normalisation and split settings, the source, and counts; logged with every run."""
+    counts: dict[str, int] | None = None
+    """A word list's count of every word type (of every split); None for running text, whose
+    ``train``/``valid``/``test`` are sentences. For a word list they are its word types."""
+
+    @property
+    def kind(self) -> str:
+        """``text`` (sentences) or ``words`` (a word list: word types with counts)."""
+        return "text" if self.counts is None else "words"
 
     @property
     def sentences(self) -> list[str]:
@@ -72,6 +89,8 @@ class Corpus:
             h.update(b"\x00split\x00")
             for sentence in split:
                 h.update(sentence.encode("utf-8"))
+                if self.counts is not None:
+                    h.update(b"\t%d" % self.counts[sentence])
                 h.update(b"\n")
         return h.hexdigest()[:16]
 
@@ -81,11 +100,23 @@ class Corpus:
         return getattr(self, name)
 
     def word_counts(self, split: str = "train") -> Counter[str]:
-        """How often each space-separated word occurs in a split (what Morfessor is trained on)."""
+        """How often each space-separated word occurs in a split (what Morfessor is trained on); for
+        a word list, the list's counts of the split's word types."""
+        if self.counts is not None:
+            return Counter({word: self.counts[word] for word in self.split(split)})
         counts: Counter[str] = Counter()
         for sentence in self.split(split):
             counts.update(sentence.split())
         return counts
+
+    def weights(self, texts: list[str], dampening: str | None = None) -> list[int] | None:
+        """How often to draw each of ``texts`` relative to the others: a word list's counts under
+        ``dampening`` (``none``, ``log``, ``ones``; None: the corpus's setting, ``--dampening``);
+        None for running text (every sentence once)."""
+        if self.counts is None:
+            return None
+        dampening = dampening or self.settings.get("dampening", "log")
+        return [dampen(self.counts.get(text, 1), dampening) for text in texts]
 
 
 def load_corpus(config: DataConfig | None = None) -> Corpus:
@@ -102,13 +133,29 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
     )
     corpus = config.corpus or None  # "" (as MLproject parameters give it) means the bundled corpus
     source = corpus or f"bundled:{BUNDLED_CORPUS}"
-    lines = _source_lines(corpus)
-    sentences, stats = normalize(lines, settings, max_sentences=config.max_sentences)
+    form = corpus_format(corpus, config.corpus_format)
+    dampen(1, config.dampening)  # an unknown dampening is refused before anything is read
+    if form == "text":
+        sentences, stats = normalize(
+            _source_lines(corpus), settings, max_sentences=config.max_sentences
+        )
+        counts = None
+    else:
+        pairs = (
+            wordfreq_counts(corpus[len(WORDFREQ_PREFIX) :], config.max_words)
+            if form == "wordfreq"
+            else read_word_counts(_source_lines(corpus), form)
+        )
+        counts, too_long = merge_counts(pairs, config.lowercase, config.max_len, config.max_words)
+        counts, rare = _map_rare_characters(counts, settings)
+        sentences = sorted(counts, key=lambda w: (-counts[w], w))
+        stats = {"words": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
     if not sentences:
+        what = "sentences" if form == "text" else "words"
         raise DataError(
-            f"{source}: no sentences left after normalisation (sentences longer than "
+            f"{source}: no {what} left after normalisation ({what} longer than "
             f"max_len={config.max_len} characters are left out, {stats['too_long']} were). "
-            "Give a text with shorter sentences, one or more per line, or raise --max-len."
+            "Give shorter texts, one or more per line, or raise --max-len."
         )
     train, valid, test = split_sentences(
         sentences, config.valid_fraction, config.test_fraction, config.seed
@@ -119,18 +166,55 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
         valid=valid,
         test=test,
         vocab=vocab,
+        counts=counts,
         settings={
             "source": source,
+            "format": form,
+            "dampening": config.dampening,
             "normalization": asdict(settings),
             "split": {
                 "valid_fraction": config.valid_fraction,
                 "test_fraction": config.test_fraction,
                 "seed": config.seed,
                 "max_sentences": config.max_sentences,
+                "max_words": config.max_words,
             },
             "counts": {**stats, "train": len(train), "valid": len(valid), "test": len(test)},
         },
     )
+
+
+def corpus_format(corpus: str | None, declared: str = "auto") -> str:
+    """What ``corpus`` is: ``text``, ``counts``, ``words`` or ``wordfreq``; ``auto`` reads the first
+    lines of a file (``wordfreq:LANG`` is always a word list; the bundled corpus is text)."""
+    if declared not in FORMATS:
+        raise DataError(f"unknown corpus format {declared!r}; choose one of: {', '.join(FORMATS)}")
+    if corpus is not None and corpus.startswith(WORDFREQ_PREFIX):
+        return "wordfreq"
+    if declared != "auto":
+        return declared
+    if corpus is None or corpus.startswith(HF_PREFIX):
+        return "text"
+    return detect_format(_source_lines(corpus))
+
+
+def _map_rare_characters(
+    counts: Counter[str], settings: NormalizationSettings
+) -> tuple[Counter[str], set[str]]:
+    """A word list's characters seen fewer than ``min_char_count`` times, counted over word tokens
+    (a word seen 40 times counts its characters 40 times), mapped to the placeholder."""
+    chars: Counter[str] = Counter()
+    for word, count in counts.items():
+        for char in word:
+            chars[char] += count
+    rare = {c for c, n in chars.items() if n < settings.min_char_count}
+    if not rare:
+        return counts, rare
+    table = str.maketrans({c: settings.placeholder for c in rare})
+    mapped: Counter[str] = Counter()
+    for word, count in counts.items():
+        mapped[word.translate(table)] += count
+    return mapped, rare
 
 
 def normalize(

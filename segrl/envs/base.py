@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from segrl.envs.episodes import EpisodeSlots
 from segrl.envs.setup import EnvSetup
@@ -31,11 +32,17 @@ class SegmentationEnv(gym.Env):
         return self.setup.evaluator
 
     def _start(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
-        """Seed, then load ``options["text"]`` or a sentence drawn with the seeded generator."""
+        """Seed, then load ``options["text"]`` or a sentence drawn with the seeded generator (a word
+        list's words with probability proportional to their dampened counts)."""
         super().reset(seed=seed)
         text = (options or {}).get("text")
         if text is None:
-            text = self.setup.sentences[int(self.np_random.integers(len(self.setup.sentences)))]
+            sentences, weights = self.setup.sentences, self.setup.weights
+            if weights is None:
+                text = sentences[int(self.np_random.integers(len(sentences)))]
+            else:
+                p = np.asarray(weights, dtype=np.float64)
+                text = sentences[int(self.np_random.choice(len(sentences), p=p / p.sum()))]
         self.slots.load([0], [text])
         self._done = False
         return {"sentence": text}

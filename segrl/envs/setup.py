@@ -78,6 +78,9 @@ class EnvSetup:
     corpus: Corpus
     sentences: list[str]
     """The sentences episodes are drawn from (only those that leave at least one decision)."""
+    weights: list[int] | None
+    """For a word list, how often each of ``sentences`` is drawn relative to the others (its
+    dampened count); None draws every sentence once per epoch."""
     evaluator: Evaluator
     config: EnvConfig
     max_len: int
@@ -134,30 +137,47 @@ class EnvSetup:
             raise ConfigError(
                 f"evaluator must be a name or an Evaluator, got {type(evaluator).__name__}"
             )
-        return cls(resolved, sentences, evaluator, config, int(width))
+        weights = resolved.weights(sentences)
+        return cls(resolved, sentences, weights, evaluator, config, int(width))
 
 
 class SentenceSource:
     """Sentences in seeded shuffled epochs: every sentence once per epoch; resumable.
 
+    With ``weights`` (a word list's dampened counts), an epoch is as many draws with replacement,
+    each text drawn with probability proportional to its weight.
     ``state_dict``/``load_state_dict`` keep the epoch's order and the cursor, so a resumed training
     run sees the same sentences as an uninterrupted one.
     """
 
-    def __init__(self, sentences: Sequence[str], seed: int = 0):
+    def __init__(
+        self, sentences: Sequence[str], seed: int = 0, weights: Sequence[float] | None = None
+    ):
         if not sentences:
             raise DataError("no sentences to draw episodes from")
         self.sentences = list(sentences)
+        self.p = None
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (len(self.sentences),) or (w < 0).any() or w.sum() <= 0:
+                raise DataError("weights must be one non-negative number per text, not all zero")
+            self.p = w / w.sum()
         self.rng = np.random.default_rng(seed)
-        self.order = self.rng.permutation(len(self.sentences))
+        self.order = self._new_order()
         self.cursor = 0
         self.epoch = 0
+
+    def _new_order(self) -> np.ndarray:
+        n = len(self.sentences)
+        if self.p is None:
+            return self.rng.permutation(n)
+        return self.rng.choice(n, size=n, replace=True, p=self.p)
 
     def take(self, n: int) -> list[str]:
         out = []
         for _ in range(n):
             if self.cursor == len(self.order):
-                self.order = self.rng.permutation(len(self.sentences))
+                self.order = self._new_order()
                 self.cursor = 0
                 self.epoch += 1
             out.append(self.sentences[self.order[self.cursor]])

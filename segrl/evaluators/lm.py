@@ -78,6 +78,7 @@ def lm_config(config: LMEvaluatorConfig) -> LMConfig:
         speller_dim=config.speller_dim,
         max_segment_length=config.max_segment_length,
         dropout=config.dropout,
+        length_penalty=config.length_penalty,
     )
 
 

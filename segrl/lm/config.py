@@ -39,3 +39,9 @@ class LMConfig:
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
+    length_penalty: float = 0.0
+    """``slm``'s marginal objective with a prior against long segments: it minimises
+    ``-log sum_S p(X, S) exp(-length_penalty * sum_k |m_k|^2)`` (0: the plain marginal ``-log p(X)``).
+    A plain marginal likelihood is highest with whole words (a speller that continues a word predicts
+    its next character better than one that starts a new segment); the penalty makes the model put
+    its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``."""

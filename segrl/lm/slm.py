@@ -150,9 +150,16 @@ class SLM(SegmentLM):
         return total
 
     def marginal_loss(self, chars: CharBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """``-log p(X)`` per character (to minimise), and its value in bits per character."""
+        """``-log p(X)`` per character (to minimise), and its value in bits per character; with
+        ``config.length_penalty`` > 0, ``-log sum_S p(X, S) exp(-penalty * sum_k |m_k|^2)`` (an upper
+        bound of ``-log p(X)``, reported as it is)."""
         chars = chars.to(self.device)
-        total = self.log_marginal(chars)
+        space = space_mask(self.vocab, chars)
+        table = self.span_table(chars, space)  # [B, L, R + 1]
+        if self.config.length_penalty > 0:
+            lengths = torch.arange(table.shape[2], device=table.device, dtype=table.dtype)
+            table = table - self.config.length_penalty * lengths.square()
+        total, _ = lattice.forward(table, space, chars.lengths)
         loss = -total.sum() / (chars.lengths + 1).sum()
         return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
 
