@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet Cython
 	$(PIP) install --quiet --no-build-isolation "youtokentome>=1.0.6,<1.1" \
 		|| echo "warning: youtokentome did not build; the yttm-bpe segmenter will be unavailable"
-	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet -e ".[dev,wordfreq,cluster]"
 	@touch $(STAMP)
 
 # The demo: the classic segmenters, then an agent rewarded by a co-trained segmental LM (8 minutes

@@ -82,6 +82,10 @@ class BaselineConfig:
     cache_dir: str | None = None
     """Where trained Morfessor models are cached by corpus hash; None uses ``$SEGRL_CACHE_DIR`` or
     ``~/.cache/segrl``."""
+    morfessor_dampening: str = "ones"
+    """How Morfessor weights the training words' counts: ``ones`` (types), ``log`` or ``none``."""
+    seed: int | None = None
+    """Seed of training (Morfessor's random order); None uses the split seed ``data.seed``."""
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)

@@ -1,12 +1,16 @@
-"""Folders written atomically: a save interrupted half-way leaves the earlier folder intact."""
+"""Folders written atomically (a save interrupted half-way leaves the earlier folder intact), and the
+check that an output folder can be written before work starts."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from segrl.errors import ConfigError
 
 
 @contextlib.contextmanager
@@ -28,3 +32,21 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
             tmp.rename(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_writable_folder(path: str | Path, option: str) -> Path:
+    """Raise ``ConfigError`` unless ``path`` is a writable folder or can be created as one (its
+    nearest existing parent is a writable folder); checked before any work starts."""
+    path = Path(path)
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise ConfigError(f"{option} {path}: {existing} is a file, not a folder; give a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{option} {path}: {existing} is not writable; give a folder you can write"
+        )
+    return path

@@ -11,6 +11,7 @@ names of ``segrl.metrics``; ``segmenter_runs`` reads them back for ``segrl compa
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
@@ -105,6 +106,7 @@ def start_run(
     """
     uri = ensure_reachable()
     mlflow.set_tracking_uri(uri)
+    tags = {**extra_run_tags(), **(tags or {})}
     if resume_run_id is not None:
         try:
             run = mlflow.start_run(run_id=resume_run_id, tags=dict(tags or {}))
@@ -133,6 +135,25 @@ def start_run(
             with tempfile.TemporaryDirectory() as tmp:
                 mlflow.log_artifact(str(save_config(config, Path(tmp) / "config.toml")))
         yield run
+
+
+RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"
+"""A JSON object of tags that every run this process starts gets too (``segrl bench`` sets it for
+its cells: language, system, seed, corpus and gold hashes)."""
+
+
+def extra_run_tags() -> dict[str, str]:
+    """The tags of ``$SEGRL_RUN_TAGS`` (a JSON object), as strings; none when unset."""
+    text = os.environ.get(RUN_TAGS_VARIABLE, "").strip()
+    if not text:
+        return {}
+    try:
+        tags = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TrackingError(f"${RUN_TAGS_VARIABLE} is not a JSON object of tags ({e})") from None
+    if not isinstance(tags, dict):
+        raise TrackingError(f"${RUN_TAGS_VARIABLE} must be a JSON object of tags")
+    return {str(k): str(v) for k, v in tags.items()}
 
 
 def project_run_id() -> str | None:
@@ -247,6 +268,37 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
             }
         )
     return rows
+
+
+def finished_run_with_tag(
+    parent_run_id: str, key: str, value: str, metrics: Sequence[str]
+) -> dict[str, Any] | None:
+    """The newest finished child run of ``parent_run_id`` whose tag ``key`` is ``value``: its
+    ``run_id`` and the named ``metrics`` it logged; None where there is none."""
+    client = MlflowClient(ensure_reachable())
+    experiment = client.get_run(parent_run_id).info.experiment_id
+    runs = client.search_runs(
+        [experiment],
+        filter_string=(
+            f"tags.`mlflow.parentRunId` = '{parent_run_id}' and tags.`{key}` = '{value}' "
+            "and attributes.status = 'FINISHED'"
+        ),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not runs:
+        return None
+    logged = runs[0].data.metrics
+    return {"run_id": runs[0].info.run_id, **{m: logged[m] for m in metrics if m in logged}}
+
+
+def absolute_tracking_uri() -> str:
+    """The store's URI with a relative SQLite path made absolute (for processes started elsewhere)."""
+    uri = tracking_uri()
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + str(Path(uri[len(prefix) :]).resolve())
+    return uri
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:

@@ -23,7 +23,8 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
     """The untrained segmenter that ``config.method`` names, with the options that apply to it."""
     cls = segmenter_class(config.method)
     if issubclass(cls, MorfessorSegmenter):
-        return cls(cache_dir=config.cache_dir, seed=config.data.seed)
+        seed = config.data.seed if config.seed is None else config.seed
+        return cls(cache_dir=config.cache_dir, seed=seed, dampening=config.morfessor_dampening)
     if config.method in ("bpe", "unigram", "yttm-bpe"):
         return cls(vocab_size=config.vocab_size)
     return cls()

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "segrl.cli.lm",
     "segrl.cli.units",
     "segrl.cli.train",
+    "segrl.cli.bench",
 )
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -37,6 +37,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="vocabulary of bpe/unigram/yttm-bpe (default 5000)",
     )
+    parser.add_argument(
+        "--morfessor-dampening",
+        dest="morfessor_dampening",
+        choices=("ones", "log", "none"),
+        help="how Morfessor weights word counts: ones (types; default), log, none (tokens)",
+    )
+    parser.add_argument(
+        "--train-seed",
+        dest="seed",
+        type=int,
+        metavar="N",
+        help="seed of training (Morfessor's order; default: the split seed)",
+    )
     add_config_arg(parser)
     add_data_args(parser)
     add_gold_args(parser)

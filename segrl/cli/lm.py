@@ -36,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--patience", dest="patience", type=int, metavar="N")
     train.add_argument("--max-steps", dest="max_steps", type=int, metavar="N")
     train.add_argument(
+        "--train-seed", dest="seed", type=int, metavar="N", help="seed of initialisation and order"
+    )
+    train.add_argument(
         "--output-dir",
         dest="output_dir",
         metavar="DIR",

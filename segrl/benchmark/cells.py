@@ -1,0 +1,159 @@
+"""Cells of a benchmark: one (language, system, seed) each, run as a segrl command in its own process.
+
+A cell's command is the system's command line with the language's corpus, gold set and data options,
+the seed, one CPU thread, the bench's MLflow experiment and a run folder of its own. It runs as a child
+process whose MLflow run becomes a child of the bench's parent run (``MLFLOW_RUN_ID``) with the cell's
+tags (``SEGRL_RUN_TAGS``). When it succeeds its metrics are written to ``result.json`` in the cell's
+folder; a re-run of the bench skips every cell that has one, and a cell that was interrupted starts its
+command again with the same run folder, so a training command resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from segrl.benchmark.suite import Language, System
+from segrl.data.corpus import BUNDLED_CORPUS
+from segrl.data.gold import BUNDLED_GOLD
+
+METRICS = ("boundary_precision", "boundary_recall", "boundary_f1", "units_per_char")
+"""What every cell reports (the names every segmenter logs, as in ``segrl compare``)."""
+CELL_TAG = "segrl.bench.cell"
+RESULT_FILE = "result.json"
+LOG_FILE = "log.txt"
+
+
+@dataclass(frozen=True)
+class Cell:
+    language: Language
+    system: System
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.language.name}/{self.system.name}/seed-{self.seed}"
+
+    def folder(self, root: Path) -> Path:
+        return root / self.language.name / self.system.name / f"seed-{self.seed}"
+
+    def argv(self, root: Path, experiment: str) -> list[str]:
+        """The segrl command line of this cell (without the program)."""
+        flags = self.system.flags
+        args = list(self.system.command)
+        if self.language.corpus is not None:
+            args += ["--corpus", self.language.corpus]
+        if self.language.gold is not None:
+            args += ["--gold", self.language.gold]
+        args += list(self.language.options)
+        args += [flags["seed"], str(self.seed)]
+        args += [
+            "--experiment",
+            experiment,
+            "--run-name",
+            f"{self.system.name}-{self.language.name}",
+        ]
+        if flags["out"]:
+            args += [flags["out"], str(self.folder(root).resolve() / "run")]
+        if flags["threads"]:
+            args += [flags["threads"], "1"]
+        return args
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """Everything a worker (a local thread or a Ray task) needs to run one cell."""
+
+    cell: Cell
+    root: str
+    experiment: str
+    parent_run_id: str
+    tracking_uri: str
+    cwd: str
+    tags: dict[str, str]
+
+
+def run_cell(job: CellJob) -> dict:
+    """Run one cell (unless its result is there already) and return its result: ``status``
+    (``done``, ``skipped`` or ``failed``), the metrics, the run id, and the log file."""
+    from segrl import tracking
+
+    folder = job.cell.folder(Path(job.root))
+    result_file = folder / RESULT_FILE
+    if result_file.exists():
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+        return {**result, "status": "skipped"}
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": job.tracking_uri,
+        "MLFLOW_RUN_ID": job.parent_run_id,
+        tracking.RUN_TAGS_VARIABLE: json.dumps({**job.tags, CELL_TAG: job.cell.id}),
+        "PYTHONUNBUFFERED": "1",
+    }
+    argv = job.cell.argv(Path(job.root), job.experiment)
+    log = folder / LOG_FILE
+    with log.open("w", encoding="utf-8") as out:
+        out.write("segrl " + " ".join(argv) + "\n")
+        out.flush()
+        code = subprocess.call(
+            [sys.executable, "-m", "segrl", *argv],
+            cwd=job.cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    base = {"cell": job.cell.id, "log": str(log), "command": "segrl " + " ".join(argv)}
+    if code != 0:
+        return {**base, "status": "failed", "returncode": code, "tail": _tail(log)}
+    os.environ["MLFLOW_TRACKING_URI"] = job.tracking_uri
+    found = tracking.finished_run_with_tag(job.parent_run_id, CELL_TAG, job.cell.id, METRICS)
+    if found is None or not all(m in found for m in METRICS):
+        return {
+            **base,
+            "status": "failed",
+            "returncode": code,
+            "tail": "no finished run with metrics",
+        }
+    result = {**base, **found}
+    tmp = result_file.with_name(f".{RESULT_FILE}.tmp")
+    tmp.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    tmp.replace(result_file)
+    return {**result, "status": "done"}
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    """The last non-empty lines of a cell's log (progress bars' carriage returns as new lines)."""
+    text = log.read_text(encoding="utf-8", errors="replace").replace("\r", "\n")
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+def source_hash(spec: str | None, kind: str) -> str:
+    """A short hash of a corpus or gold source: the bytes of its file(s), the bundled file's, or, for
+    ``wordfreq:LANG``, the name and wordfreq's version (its data ships with that version)."""
+    h = hashlib.sha256()
+    if spec is None:
+        name = BUNDLED_CORPUS if kind == "corpus" else BUNDLED_GOLD
+        h.update(resources.files("segrl.data").joinpath("bundled", name).read_bytes())
+    elif spec.startswith("wordfreq:"):
+        try:
+            from importlib.metadata import version
+
+            h.update(f"{spec}:{version('wordfreq')}".encode())
+        except Exception:  # not installed: the cell will say so
+            h.update(spec.encode())
+    else:
+        path = Path(spec)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if file.exists():
+                h.update(file.read_bytes())
+    return h.hexdigest()[:16]

@@ -1,0 +1,224 @@
+"""Run a benchmark suite: every cell (language x system x seed) on local worker processes or on a Ray
+cluster, one MLflow parent run with a child run per cell, and the tables of ``segrl.benchmark.report``.
+
+    from segrl.benchmark import load_suite, run_bench
+    outcome = run_bench(load_suite("quick"), workers=2)
+    print(outcome.table)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from segrl import tracking
+from segrl.benchmark.cells import Cell, CellJob, run_cell, source_hash
+from segrl.benchmark.report import format_markdown, format_text, plot_f1, summarise, write_csv
+from segrl.benchmark.suite import Suite
+from segrl.errors import ConfigError, TrackingError
+from segrl.files import check_writable_folder
+
+STATE_FILE = "bench.json"
+DEFAULT_EXPERIMENT = "segrl-bench"
+
+
+@dataclass
+class BenchOutcome:
+    folder: Path
+    parent_run_id: str
+    rows: list[dict]
+    """``segrl.benchmark.report.summarise`` of the results: mean and sd per language and system."""
+    results: list[dict]
+    """One per cell: its status, metrics and log."""
+    table: str
+    wall_seconds: float
+    failed: list[dict] = field(default_factory=list)
+
+
+def cells_of(suite: Suite) -> list[Cell]:
+    """Every cell, language by language, system by system, seed by seed."""
+    return [
+        Cell(language, system, seed)
+        for language in suite.languages
+        for system in suite.systems
+        for seed in suite.seeds
+    ]
+
+
+def run_bench(
+    suite: Suite,
+    out: str | Path | None = None,
+    workers: int = 1,
+    ray_address: str | None = None,
+    experiment: str = DEFAULT_EXPERIMENT,
+) -> BenchOutcome:
+    """Run (or finish) every cell of ``suite`` and write ``results.csv``, ``results.md``,
+    ``results.txt`` and ``f1.png`` into ``out`` (default ``runs/bench/<suite name>``), all logged to
+    the parent MLflow run. A re-run with the same ``out`` skips the finished cells and continues the
+    same parent run."""
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    folder = Path(out or Path("runs") / "bench" / suite.name)
+    check_writable_folder(folder, "--out")
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    cells = cells_of(suite)
+    hashes = {
+        language.name: (source_hash(language.corpus, "corpus"), source_hash(language.gold, "gold"))
+        for language in suite.languages
+    }
+    state_file = folder / STATE_FILE
+    resume = _previous_parent(state_file, suite)
+    params = {
+        "suite": suite.name,
+        "suite_source": suite.source,
+        "seeds": ",".join(map(str, suite.seeds)),
+        "languages": ",".join(lang.name for lang in suite.languages),
+        **{f"system.{s.name}": " ".join(s.command) for s in suite.systems},
+        **{f"corpus.{lang.name}": lang.corpus or "bundled" for lang in suite.languages},
+        **{f"gold.{lang.name}": lang.gold or "bundled" for lang in suite.languages},
+    }
+    with tracking.start_run(
+        params if resume is None else {},
+        experiment,
+        run_name=f"bench-{suite.name}",
+        tags={"segrl.bench.suite": suite.name},
+        resume_run_id=resume,
+    ) as parent:
+        parent_id = parent.info.run_id
+        _write_json(state_file, {"suite": suite.name, "parent_run_id": parent_id})
+        jobs = [
+            CellJob(
+                cell=cell,
+                root=str(folder.resolve()),
+                experiment=experiment,
+                parent_run_id=parent_id,
+                tracking_uri=tracking.absolute_tracking_uri(),
+                cwd=str(Path.cwd()),
+                tags={
+                    "segrl.bench.suite": suite.name,
+                    "segrl.bench.language": cell.language.name,
+                    "segrl.bench.system": cell.system.name,
+                    "segrl.bench.seed": str(cell.seed),
+                    "segrl.corpus_hash": hashes[cell.language.name][0],
+                    "segrl.gold_hash": hashes[cell.language.name][1],
+                },
+            )
+            for cell in cells
+        ]
+        execute = _on_ray(ray_address) if ray_address else _locally(workers)
+        results = []
+        progress = tqdm(total=len(jobs), desc=f"bench {suite.name}", unit="cell")
+        for job, result in execute(jobs):
+            results.append(
+                {
+                    **result,
+                    "language": job.cell.language.name,
+                    "system": job.cell.system.name,
+                    "seed": job.cell.seed,
+                }
+            )
+            progress.set_postfix_str(f"{job.cell.id}: {result['status']}")
+            progress.update()
+        progress.close()
+        order = {job.cell.id: i for i, job in enumerate(jobs)}
+        results.sort(key=lambda r: order[r["cell"]])
+        rows = summarise(results)
+        table = format_text(rows)
+        wall = time.perf_counter() - started
+        (folder / "results.txt").write_text(table, encoding="utf-8")
+        (folder / "results.md").write_text(
+            format_markdown(rows, f"segrl bench --suite {suite.name}"), encoding="utf-8"
+        )
+        write_csv(rows, folder / "results.csv")
+        plot_f1(rows, folder / "f1.png")
+        _write_json(folder / "cells.json", results)
+        for name in ("results.txt", "results.md", "results.csv", "f1.png", "cells.json"):
+            tracking.log_artifact(folder / name)
+        tracking.log_metrics(
+            {
+                f"{row['language']}/{row['system']}/{metric}": row[f"{metric}_mean"]
+                for row in rows
+                for metric in (
+                    "boundary_f1",
+                    "boundary_precision",
+                    "boundary_recall",
+                    "units_per_char",
+                )
+                if row[f"{metric}_mean"] == row[f"{metric}_mean"]
+            }
+        )
+    failed = [r for r in results if r["status"] == "failed"]
+    return BenchOutcome(folder, parent_id, rows, results, table, wall, failed)
+
+
+Executor = Callable[[Sequence[CellJob]], Iterator[tuple[CellJob, dict]]]
+
+
+def _locally(workers: int) -> Executor:
+    def execute(jobs: Sequence[CellJob]) -> Iterator[tuple[CellJob, dict]]:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(run_cell, job): job for job in jobs}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+    return execute
+
+
+def _on_ray(address: str) -> Executor:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "--ray needs the optional 'ray' package: pip install 'segrl[cluster]'"
+        ) from None
+
+    def execute(jobs: Sequence[CellJob]) -> Iterator[tuple[CellJob, dict]]:
+        try:
+            ray.init(address=address, log_to_driver=False, ignore_reinit_error=True)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ConfigError(f"--ray {address}: cannot connect to the Ray cluster ({e})") from None
+        try:
+            remote = ray.remote(num_cpus=1)(run_cell)
+            pending = {remote.remote(job): job for job in jobs}
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    yield pending.pop(ref), ray.get(ref)
+        finally:
+            ray.shutdown()
+
+    return execute
+
+
+def _previous_parent(state_file: Path, suite: Suite) -> str | None:
+    """The parent run of an earlier, unfinished or finished, run of this bench in this folder."""
+    if not state_file.exists():
+        return None
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        run_id = state["parent_run_id"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise TrackingError(
+            f"{state_file}: damaged; delete it to start the bench's MLflow parent run anew "
+            "(finished cells are still skipped)"
+        ) from None
+    if state.get("suite") != suite.name:
+        raise ConfigError(
+            f"{state_file}: this folder holds the bench of suite {state.get('suite')!r}; "
+            f"give another --out for suite {suite.name!r}"
+        )
+    return run_id
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,69 @@
+"""``segrl bench``: train and score a suite of segmenters on several languages with several seeds."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="train and score a suite of segmenters on several languages and seeds: one table",
+        description="Run a benchmark suite (a TOML file, or a built-in one: quick, sigmorphon): "
+        "every system on every language with every seed, each cell an MLflow child run of one "
+        "parent run; print a table per language (mean ± sd over seeds, best F1 marked) and write "
+        "it as CSV, Markdown and a bar chart. A re-run skips the finished cells.",
+    )
+    parser.add_argument(
+        "--suite", default="quick", metavar="NAME|FILE", help="built-in suite or TOML file"
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="what {data_dir} in the suite's paths stands for (default ../shared/data)",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="the bench's folder (default runs/bench/<suite>)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="cells run at once (default 1)"
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the cells on this Ray cluster instead (needs segrl[cluster])",
+    )
+    parser.add_argument("--experiment", default="segrl-bench", metavar="NAME")
+    parser.add_argument("--languages", type=_names, metavar="A,B", help="only these languages")
+    parser.add_argument("--systems", type=_names, metavar="A,B", help="only these systems")
+    parser.add_argument(
+        "--seeds",
+        type=lambda text: [int(v) for v in _names(text)],
+        metavar="0,1",
+        help="these seeds instead of the suite's",
+    )
+    parser.set_defaults(func=run_bench_command)
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    from segrl.benchmark import load_suite, run_bench
+    from segrl.cli.common import where_to_look
+
+    suite = load_suite(args.suite, args.data_dir).select(args.languages, args.systems, args.seeds)
+    n_cells = len(suite.languages) * len(suite.systems) * len(suite.seeds)
+    print(
+        f"bench {suite.name} ({suite.source}): {len(suite.languages)} languages x "
+        f"{len(suite.systems)} systems x {len(suite.seeds)} seeds = {n_cells} cells"
+    )
+    outcome = run_bench(suite, args.out, args.workers, args.ray, args.experiment)
+    print()
+    print(outcome.table)
+    print(f"wall time {outcome.wall_seconds / 60:.1f} minutes; results in {outcome.folder}/")
+    print(where_to_look(args.experiment))
+    for failed in outcome.failed:
+        print(f"FAILED {failed['cell']}: {failed.get('tail', '')} (log: {failed['log']})")
+    return 1 if outcome.failed else 0

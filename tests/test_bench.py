@@ -1,0 +1,233 @@
+"""segrl bench: suites, cells, the summary tables, and whole benches run locally and on Ray."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from segrl.benchmark import builtin_suites, load_suite, run_bench
+from segrl.benchmark.cells import Cell
+from segrl.benchmark.report import format_markdown, format_text, summarise
+from segrl.errors import ConfigError, DataError
+
+from .conftest import SHARED_DATA
+
+
+def _suite_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "suite.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+TWO_TRIVIAL = """
+name = "tiny"
+seeds = [0, 1]
+[[languages]]
+name = "en"
+options = "--gold-max-words 300 --max-sentences 400"
+[[systems]]
+name = "characters"
+command = "baseline --method characters"
+[[systems]]
+name = "words"
+command = "baseline --method words"
+"""
+
+
+def test_builtin_suites_load():
+    assert {"quick", "sigmorphon"} <= set(builtin_suites())
+    quick = load_suite("quick")
+    assert quick.seeds == (0, 1)
+    assert [lang.corpus for lang in quick.languages] == [None]  # the bundled corpus
+    assert {"morfessor", "unigram", "bpe", "slm", "agent"} <= {s.name for s in quick.systems}
+
+
+def test_sigmorphon_suite_resolves_its_gold_files():
+    if not (SHARED_DATA / "sigmorphon2022").exists():
+        pytest.skip("../shared/data/sigmorphon2022 is only beside the development checkout")
+    suite = load_suite("sigmorphon", SHARED_DATA)
+    assert [lang.name for lang in suite.languages] == ["en", "hu", "es", "cs"]
+    assert suite.languages[1].corpus == "wordfreq:hu"
+    assert Path(suite.languages[1].gold).name == "hun.word.dev.tsv"
+    assert len(suite.seeds) == 3
+
+
+def test_missing_data_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(DataError, match="--data-dir"):
+        load_suite("sigmorphon", tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize(
+    ("system", "message"),
+    [
+        ('command = "train --max-minutes 5"', "budgets are steps or epochs"),
+        ('command = "baseline --method bpe --corpus x.txt"', "--corpus is not allowed"),
+        ('command = "ui"', "command must start with one of"),
+        ('command = "baseline --method all"', "list each method"),
+        ('command = "baseline"\ncolour = "red"', "unknown key colour"),
+    ],
+)
+def test_bad_systems_are_refused(tmp_path, system, message):
+    body = f'seeds = [0]\n[[languages]]\nname = "x"\n[[systems]]\nname = "s"\n{system}\n'
+    with pytest.raises(ConfigError, match=message):
+        load_suite(str(_suite_file(tmp_path, body)))
+
+
+def test_selection_and_unknown_names(tmp_path):
+    suite = load_suite(str(_suite_file(tmp_path, TWO_TRIVIAL)))
+    picked = suite.select(systems=["words"], seeds=[3])
+    assert [s.name for s in picked.systems] == ["words"]
+    assert picked.seeds == (3,)
+    with pytest.raises(ConfigError, match="no system morfessor"):
+        suite.select(systems=["morfessor"])
+
+
+def test_cell_command_lines(tmp_path):
+    suite = load_suite("quick")
+    agent = next(s for s in suite.systems if s.name == "agent")
+    baseline = next(s for s in suite.systems if s.name == "bpe")
+    cell = Cell(suite.languages[0], agent, 7)
+    argv = cell.argv(tmp_path, "exp")
+    assert argv[:2] == ["train", "--evaluator"]
+    assert argv[argv.index("--train-seed") + 1] == "7"
+    assert argv[argv.index("--threads") + 1] == "1"
+    assert argv[argv.index("--out") + 1].endswith("en-bundled/agent/seed-7/run")
+    assert "--gold-max-words" in argv
+    plain = Cell(suite.languages[0], baseline, 1).argv(tmp_path, "exp")
+    assert "--out" not in plain and "--threads" not in plain
+    assert plain[plain.index("--train-seed") + 1] == "1"
+
+
+def _result(system, seed, f1, p=0.5, r=0.5, u=0.3, status="done"):
+    return {
+        "language": "en",
+        "system": system,
+        "seed": seed,
+        "status": status,
+        "boundary_f1": f1,
+        "boundary_precision": p,
+        "boundary_recall": r,
+        "units_per_char": u,
+    }
+
+
+def test_summary_means_and_standard_deviations():
+    rows = summarise(
+        [
+            _result("a", 0, 0.40),
+            _result("a", 1, 0.50),
+            _result("a", 2, 0.60),
+            _result("b", 0, 0.70),
+            _result("b", 1, 0.0, status="failed"),
+        ]
+    )
+    a, b = rows
+    assert a["n_seeds"] == 3 and a["boundary_f1_mean"] == pytest.approx(0.5)
+    assert a["boundary_f1_sd"] == pytest.approx(0.1)  # sample sd of 0.4, 0.5, 0.6
+    assert b["n_seeds"] == 1 and b["failed"] == 1 and b["boundary_f1_sd"] == 0.0
+    text = format_text(rows)
+    assert "b (1 failed) *" in text and "0.500 ± 0.100" in text and "(1 failed)" in text
+    assert "**0.700**" in format_markdown(rows)
+
+
+def _runs(experiment: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    from segrl.tracking import tracking_uri
+
+    client = MlflowClient(tracking_uri())
+    exp = client.get_experiment_by_name(experiment)
+    return client.search_runs([exp.experiment_id]) if exp else []
+
+
+@pytest.mark.slow
+def test_bench_runs_logs_and_resumes(mlflow_store, tmp_path, capsys):
+    from segrl.cli import main
+
+    suite = _suite_file(tmp_path, TWO_TRIVIAL)
+    out = tmp_path / "bench"
+    args = ["bench", "--suite", str(suite), "--out", str(out), "--workers", "2"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "== en" in printed and "characters" in printed
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    chars = next(r for r in rows if r["system"] == "characters")
+    assert float(chars["units_per_char_mean"]) == pytest.approx(1.0)
+    assert float(chars["boundary_recall_mean"]) == pytest.approx(1.0)
+    assert chars["n_seeds"] == "2"
+    assert (out / "f1.png").stat().st_size > 1000
+    runs = _runs("segrl-bench")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 4
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    assert all(len(r.data.tags["segrl.corpus_hash"]) == 16 for r in children)
+    assert parents[0].data.metrics["en/words/boundary_f1"] == pytest.approx(0.0)
+    # a second run skips every finished cell: no new runs, the same parent
+    assert main(args) == 0
+    assert len(_runs("segrl-bench")) == 5
+    cells = json.loads((out / "cells.json").read_text())
+    assert {c["status"] for c in cells} == {"skipped"}
+
+
+@pytest.mark.slow
+def test_quick_suite_end_to_end(mlflow_store, tmp_path):
+    """What CI checks: the built-in quick suite runs every kind of system (classic, slm, agent)."""
+    outcome = run_bench(load_suite("quick"), tmp_path / "quick", workers=2)
+    assert not outcome.failed, outcome.failed
+    by_system = {row["system"]: row for row in outcome.rows}
+    assert set(by_system) == {s.name for s in load_suite("quick").systems}
+    assert all(row["n_seeds"] == 2 for row in outcome.rows)
+    assert by_system["characters"]["units_per_char_mean"] == pytest.approx(1.0)
+    assert 0 < by_system["morfessor"]["boundary_f1_mean"] < 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_bench_on_a_local_ray_cluster(mlflow_store, tmp_path):
+    pytest.importorskip("ray", reason="the optional cluster extra (ray) is not installed")
+    ray_cli = Path(sys.executable).parent / "ray"
+    if not ray_cli.exists():
+        ray_cli = shutil.which("ray")
+    port = _free_port()
+    # Ray's socket paths must stay short: a temp folder under /tmp, not pytest's long tmp_path
+    temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    start = [
+        str(ray_cli),
+        "start",
+        "--head",
+        "--num-cpus",
+        "2",
+        "--port",
+        str(port),
+        "--node-ip-address",
+        "127.0.0.1",
+        "--include-dashboard",
+        "false",
+        "--temp-dir",
+        str(temp),
+    ]
+    started = subprocess.run(start, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        suite = load_suite(str(_suite_file(tmp_path, TWO_TRIVIAL))).select(seeds=[0])
+        outcome = run_bench(suite, tmp_path / "bench", ray_address=f"127.0.0.1:{port}")
+        assert not outcome.failed, outcome.failed
+        assert {r["status"] for r in outcome.results} == {"done"}
+        assert len(_runs("segrl-bench")) == 3  # the parent and two cells
+    finally:
+        subprocess.run([str(ray_cli), "stop", "--force"], capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
