@@ -248,3 +248,32 @@ def test_lexicon_mixture_is_normalised():
     twin.load_state_dict({k: v for k, v in lm.state_dict().items() if not k.startswith("lexicon.")})
     batch = SegmentedBatch.from_segments(VOCAB, [["ab", " ", "ba", "b"], ["bab"]])
     assert torch.allclose(lm.score(batch).total, twin.score(batch).total, atol=1e-5)
+
+
+def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
+    """The penalised marginal is ``-log sum_S p(X, S) exp(-lambda sum_k |m_k|^2)`` per character,
+    checked against every segmentation; unset, the penalty is 0.05 on word lists, 0 on text."""
+    from dataclasses import replace
+
+    from segrl.lm.config import WORD_LIST_LENGTH_PENALTY, resolve_length_penalty
+
+    lm = tiny("slm", context="none")
+    text = TEXTS[0]
+    chars = lm.encode([text])
+    plain, _ = lm.marginal_loss(chars)
+    lm.config = replace(lm.config, length_penalty=0.3)
+    penalised, _ = lm.marginal_loss(chars)
+    batch = SegmentedBatch.from_decisions(
+        VOCAB, [text] * len(segmentations(text)), segmentations(text)
+    )
+    scores = lm.score(batch).total
+    squares = torch.tensor(
+        [sum(len(m) ** 2 for m in seg) for seg in batch.segments()], dtype=scores.dtype
+    )
+    expected = -torch.logsumexp(scores - 0.3 * squares, 0) / (len(text) + 1)
+    assert penalised.item() == pytest.approx(expected.item(), abs=1e-5)
+    assert penalised.item() > plain.item()  # an upper bound of -log p(X)
+    unset = LMConfig(length_penalty=None)
+    assert resolve_length_penalty(unset, "words").length_penalty == WORD_LIST_LENGTH_PENALTY
+    assert resolve_length_penalty(unset, "text").length_penalty == 0.0
+    assert resolve_length_penalty(LMConfig(length_penalty=0.2), "words").length_penalty == 0.2

@@ -105,6 +105,13 @@ def _add_lm_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--embedding-dim", dest="lm.embedding_dim", type=int, metavar="N")
     group.add_argument("--speller-dim", dest="lm.speller_dim", type=int, metavar="N")
     group.add_argument("--dropout", dest="lm.dropout", type=float, metavar="X")
+    group.add_argument(
+        "--length-penalty",
+        dest="lm.length_penalty",
+        type=float,
+        metavar="X",
+        help="slm: prior against long segments (default: 0.05 on a word list, 0 on running text)",
+    )
     group.add_argument("--lexicon-size", dest="lm.lexicon_size", type=int, metavar="N")
 
 

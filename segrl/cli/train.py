@@ -90,6 +90,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="what conditions a segment of the slm: none (default), words, lstm",
     )
+    lm.add_argument(
+        "--lm-length-penalty",
+        dest="evaluator.lm.length_penalty",
+        type=float,
+        metavar="X",
+        help="prior against long segments in the LM's objective (default: 0.05 on a word list, "
+        "0 on running text)",
+    )
     run = parser.add_argument_group("run")
     run.add_argument(
         "--out",

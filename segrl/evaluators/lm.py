@@ -58,6 +58,7 @@ from segrl.errors import ConfigError
 from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import LMConfig, SegmentedBatch, SegmentLM, build_lm
+from segrl.lm.config import resolve_length_penalty
 from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer
 
@@ -122,7 +123,7 @@ class LMEvaluator(Evaluator):
         """A new LM over ``corpus``'s characters, initialised from ``config.seed``."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            lm = build_lm(lm_config(config.lm), corpus.vocab)
+            lm = build_lm(resolve_length_penalty(lm_config(config.lm), corpus.kind), corpus.vocab)
         return cls(lm, config.lm, config.seed)
 
     def check_stepwise(self, reward_mode: str) -> None:

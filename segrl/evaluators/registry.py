@@ -68,8 +68,9 @@ class LMEvaluatorConfig:
     speller_dim: int = 128
     max_segment_length: int | None = None
     dropout: float = 0.1
-    length_penalty: float = 0.0
-    """``segrl.lm.LMConfig.length_penalty``: a prior against long segments in the marginal objective."""
+    length_penalty: float | None = None
+    """``segrl.lm.LMConfig.length_penalty``: a prior against long segments in the marginal objective
+    (None: 0.05 on a word list, 0 on running text)."""
 
     def variant(self, reward_mode: str) -> str:
         """The reward variant used with ``reward_mode`` (``sequence`` or ``per-action``)."""

@@ -3,9 +3,14 @@ the code that trains)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 MODELS = ("slm", "segment-lstm")
+WORD_LIST_LENGTH_PENALTY = 0.05
+"""The length penalty on word lists: without one the marginal likelihood keeps every word whole
+(boundary F1 0 in English, Hungarian, Spanish and Czech); 0.05 and 0.1 did about equally well across
+the four, 0.1 over-split English and hurt running text most (docs/results.md)."""
 CONTEXTS = ("lstm", "words", "none")
 
 
@@ -39,9 +44,19 @@ class LMConfig:
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
-    length_penalty: float = 0.0
+    length_penalty: float | None = None
     """``slm``'s marginal objective with a prior against long segments: it minimises
     ``-log sum_S p(X, S) exp(-length_penalty * sum_k |m_k|^2)`` (0: the plain marginal ``-log p(X)``).
     A plain marginal likelihood is highest with whole words (a speller that continues a word predicts
     its next character better than one that starts a new segment); the penalty makes the model put
-    its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``."""
+    its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``.
+    None: ``WORD_LIST_LENGTH_PENALTY`` on a word list, 0 on running text (``resolve_length_penalty``)."""
+
+
+def resolve_length_penalty(config: LMConfig, corpus_kind: str) -> LMConfig:
+    """``config`` with an unset ``length_penalty`` resolved for a corpus of ``corpus_kind``
+    (``words``: ``WORD_LIST_LENGTH_PENALTY``; ``text``: 0)."""
+    if config.length_penalty is not None:
+        return config
+    penalty = WORD_LIST_LENGTH_PENALTY if corpus_kind == "words" else 0.0
+    return dataclasses.replace(config, length_penalty=penalty)

@@ -33,7 +33,7 @@ from segrl.config import DataConfig, GoldConfig, TrackingConfig, config_to_dict
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError
-from segrl.lm.config import LMConfig
+from segrl.lm.config import LMConfig, resolve_length_penalty
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char
@@ -134,7 +134,7 @@ def train_lm_segmenter(
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     train, valid, test = training_texts(corpus, config.texts)
     seed_everything(config.seed)
-    model = build_lm(config.lm, corpus.vocab).to(device)
+    model = build_lm(resolve_length_penalty(config.lm, corpus.kind), corpus.vocab).to(device)
     trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay)
     folder = Path(config.output_dir)
     state = _resume(folder, config, trainer)

@@ -156,7 +156,7 @@ class SLM(SegmentLM):
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
         table = self.span_table(chars, space)  # [B, L, R + 1]
-        if self.config.length_penalty > 0:
+        if self.config.length_penalty:
             lengths = torch.arange(table.shape[2], device=table.device, dtype=table.dtype)
             table = table - self.config.length_penalty * lengths.square()
         total, _ = lattice.forward(table, space, chars.lengths)
