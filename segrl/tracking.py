@@ -156,6 +156,12 @@ def extra_run_tags() -> dict[str, str]:
     return {str(k): str(v) for k, v in tags.items()}
 
 
+def end_run_killed() -> None:
+    """End the active run as KILLED (a job stopped by Ctrl-C, resumable), not FAILED."""
+    if mlflow.active_run() is not None:
+        mlflow.end_run(status="KILLED")
+
+
 def project_run_id() -> str | None:
     """The run ``mlflow run`` started for this process (from ``MLFLOW_RUN_ID``), if any.
 

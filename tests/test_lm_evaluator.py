@@ -11,7 +11,6 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
-from segrl.agents.run import RunDir, TrainingInterrupted
 from segrl.agents.trainer import train_reinforce
 from segrl.checkpoint import load_checkpoint
 from segrl.config import build_config
@@ -21,6 +20,7 @@ from segrl.errors import ConfigError
 from segrl.evaluators import SPLIT, encode_segmentation_batch
 from segrl.evaluators.lm import MAX_NATS, LMEvaluator, lm_config
 from segrl.evaluators.registry import LMEvaluatorConfig
+from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import build_lm
 
 # Every stem is followed by one of a few suffixes: split after the stem is the right segmentation.

@@ -39,7 +39,7 @@ def test_lm_train_logs_an_slm_segmenter_and_resumes(corpus, mlflow_store, capsys
         epochs=2,
         batch_size=16,
         lr=5e-3,
-        output_dir=str(mlflow_store / "out"),
+        out=str(mlflow_store / "out"),
         data=DataConfig(corpus="small", min_char_count=1),
         gold=GoldConfig(max_words=200),
         tracking=TrackingConfig(experiment="lm"),
@@ -64,7 +64,7 @@ def test_lm_train_logs_an_slm_segmenter_and_resumes(corpus, mlflow_store, capsys
     out = capsys.readouterr().out
     assert "after epoch 2" in out and "epoch 3:" in out and "epoch 1:" not in out
     config.lr = 1e-2
-    with pytest.raises(ConfigError, match="another config"):
+    with pytest.raises(ConfigError, match="different config"):
         train_lm_segmenter(config, corpus, gold)
 
 

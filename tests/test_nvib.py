@@ -338,7 +338,7 @@ def test_trained_nvib_keeps_fewer_vectors_in_upper_layers(
 
     overrides = {
         "data.corpus": str(small_corpus_file),
-        "output_dir": str(tmp_path / "nvib"),
+        "out": str(tmp_path / "nvib"),
         "arch.dim": 32,
         "arch.feed_forward": 32,
         "arch.encoder_layers": 4,

@@ -17,7 +17,6 @@ from segrl.agents.ppo_batched import BatchedPPO, ppo_loss, train_ppo_batched
 from segrl.agents.ppo_masks import DELETE, MODIFY, REPEAT, text_rule_masks
 from segrl.agents.ppo_policy import MlflowOutputFormat, SegmenterFeaturesExtractor, build_sb3_model
 from segrl.agents.ppo_vec_env import SegmentVecEnv
-from segrl.agents.run import RunDir, TrainingInterrupted
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.checkpoint import load_checkpoint
 from segrl.cli import EXIT_USER_ERROR, main
@@ -26,6 +25,7 @@ from segrl.data import GoldWord
 from segrl.envs import VectorCharSegmentEnv, VectorSentenceSegmentEnv
 from segrl.errors import ConfigError
 from segrl.evaluators.gold import GoldEvaluator
+from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.tracking import segmenter_runs
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -11,12 +11,12 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
-from segrl.agents.run import RunDir, TrainingInterrupted
 from segrl.agents.trainer import train_reinforce
 from segrl.checkpoint import load_checkpoint
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import build_config
 from segrl.errors import ConfigError
+from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.tracking import segmenter_runs
 
 

@@ -16,6 +16,7 @@ from segrl.data import load_corpus
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
+from segrl.jobs import CHECKPOINT_FILE
 from segrl.metrics import BOUNDARY_F1, SEGMENT_F1
 from segrl.units.base import RECONSTRUCTION, make_autoencoder_batch
 from segrl.units.config import build_units_config, units_config_class
@@ -46,7 +47,7 @@ TINY = {
 
 
 def tiny_config(corpus_file, tmp_path, **changes):
-    overrides = {**TINY, "data.corpus": str(corpus_file), "output_dir": str(tmp_path / "run")}
+    overrides = {**TINY, "data.corpus": str(corpus_file), "out": str(tmp_path / "run")}
     overrides.update(changes)
     return build_units_config("transformer", None, overrides)
 
@@ -190,7 +191,7 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     artifacts = mlflow_store / "mlruns"
     assert list(artifacts.rglob("attention/sentence_0.png"))
     assert list(artifacts.rglob("robustness/accuracy.png"))
-    assert not (result.folder / "last.pt").exists()
+    assert not (result.folder / CHECKPOINT_FILE).exists()
     # the saved model gives the same segments as the trained one
     loaded, vocab, saved_config = load_unit_model(result.folder)
     assert saved_config == config
@@ -225,10 +226,10 @@ def test_interrupted_training_resumes_to_the_same_model(
     monkeypatch.setattr(training, "make_autoencoder_batch", stop_at_step_7)
     with pytest.raises(KeyboardInterrupt):
         train_unit_model(interrupted)
-    assert (interrupted.run_folder / "last.pt").exists()
+    assert (interrupted.run_folder / CHECKPOINT_FILE).exists()
     monkeypatch.setattr(training, "make_autoencoder_batch", real)
     other = tiny_config(small_corpus_file, tmp_path / "b", **{**common, "arch.dim": 16})
-    with pytest.raises(ConfigError, match="checkpoint of another config"):
+    with pytest.raises(ConfigError, match="different config"):
         train_unit_model(other)
     resumed = train_unit_model(interrupted)
     assert resumed.resumed_from == 7
@@ -251,7 +252,7 @@ def test_load_unit_model_errors(tmp_path):
 @pytest.mark.slow
 def test_units_cli_train_eval_compare(mlflow_store, small_corpus_file, tmp_path, capsys):
     folder = tmp_path / "m"
-    args = ["units", "train", "--model", "transformer", "--steps", "10", "--output", str(folder)]
+    args = ["units", "train", "--model", "transformer", "--steps", "10", "--out", str(folder)]
     args += ["--corpus", str(small_corpus_file), "--gold-max-words", "40", "--threads", "1"]
     args += [f"--set={k}={v}" for k, v in TINY.items() if not k.startswith("gold")]
     assert main(args) == 0

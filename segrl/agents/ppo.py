@@ -18,22 +18,19 @@ logged.
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
-from tqdm import tqdm
 
 from segrl import tracking
 from segrl.agents.config import TrainConfig
 from segrl.agents.ppo_policy import build_sb3_model
 from segrl.agents.ppo_vec_env import SegmentVecEnv
-from segrl.agents.run import RunDir
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import build_task
-from segrl.agents.trainer import TrainResult, end_step, evaluate_and_log, finish, tracked_run
+from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, open_job, open_run
 from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
@@ -92,7 +89,7 @@ def train_ppo(
     tracking.ensure_reachable()
     device = resolve_device(config.device)
     task = build_task(config, corpus, gold)
-    run = RunDir.open(config)
+    run = open_run(config)
     if config.threads:
         torch.set_num_threads(config.threads)
 
@@ -124,7 +121,7 @@ def train_ppo(
         model.save(buffer)
         run.save(
             step=step,
-            elapsed_seconds=elapsed + time.perf_counter() - session_start,
+            elapsed_seconds=elapsed + job.session_seconds,
             model=buffer.getvalue(),
             evaluator=task.evaluator.state_dict(),
             env=venv.state_dict(),
@@ -135,10 +132,8 @@ def train_ppo(
 
     steps = config.ppo.steps
     rollout = config.ppo.num_envs * config.ppo.n_steps
-    with tracked_run(config, run, segmenter, task, resumed_from, steps) as stop:
-        session_start = time.perf_counter()
-        progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
-        deadline = None if config.max_minutes is None else session_start + 60 * config.max_minutes
+    with open_job(config, run, segmenter, task, resumed_from, steps, on_step) as job:
+        progress = job.start_progress(initial=step)
         while step < steps:
             log_now = (step + 1) % config.log_every == 0 or step + 1 == steps
             model.learn(
@@ -158,10 +153,10 @@ def train_ppo(
                 metrics = evaluate_and_log(segmenter, task, model.num_timesteps)
                 f1 = metrics.get("morfessor_boundary_f1", 0.0)
                 progress.set_postfix(morfessor_f1=f"{f1:.3f}")
-            if end_step(step, steps, stats, config, stop, on_step, save, progress, deadline):
+            if job.end_step(step, stats, save):
                 break
-        progress.close()
+        job.close_progress()
         model.logger.dump(model.num_timesteps)  # the last update's train/... values
-        total_seconds = elapsed + time.perf_counter() - session_start
+        total_seconds = elapsed + job.session_seconds
         metrics = finish(segmenter, task, run, config, step, total_seconds)
     return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)

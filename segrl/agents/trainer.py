@@ -2,14 +2,13 @@
 goes, log everything to MLflow, register the final segmenter for ``segrl compare``.
 
 Inputs are read and checked, and the run folder chosen, before an MLflow run starts, so bad input
-leaves nothing behind. A run resumes from its folder's checkpoint (see ``segrl.agents.run``); the
+leaves nothing behind. A run resumes from its folder's checkpoint (see ``segrl.jobs``); the
 first Ctrl-C stops at the next step boundary with a checkpoint.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -18,22 +17,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from segrl import tracking
-from segrl.agents.config import TrainConfig
+from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig
 from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.reinforce import Reinforce
-from segrl.agents.run import RunDir, TrainingInterrupted, stop_requests
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
+from segrl.jobs import RUNS_ROOT, Job, RunDir
 from segrl.metrics import BOUNDARY_F1
 from segrl.runtime import resolve_device, seed_everything
 
 AGENT_KIND = "agent"
+SEGMENTER_DIR = "segmenter"
+"""Where a finished run's folder keeps the trained segmenter."""
 
 
 @dataclass
@@ -88,7 +88,7 @@ def train_sentence_agent(
     tracking.ensure_reachable()
     device = resolve_device(config.device)
     task = build_task(config, corpus, gold)
-    run = RunDir.open(config)
+    run = open_run(config)
     if config.threads:
         torch.set_num_threads(config.threads)
 
@@ -117,18 +117,16 @@ def train_sentence_agent(
     def save() -> None:
         run.save(
             step=step,
-            elapsed_seconds=elapsed + time.perf_counter() - session_start,
+            elapsed_seconds=elapsed + job.session_seconds,
             learner=learner.state_dict(),
             evaluator=task.evaluator.state_dict(),
             env=env.state_dict(),
         )
 
-    with tracked_run(config, run, segmenter, task, resumed_from, steps) as stop:
-        session_start = time.perf_counter()
+    with open_job(config, run, segmenter, task, resumed_from, steps, on_step) as job:
         running: dict[str, list[float]] = defaultdict(list)
         shown: dict[str, str] = {}
-        progress = tqdm(total=steps, initial=step, desc=config.name, unit="step", leave=False)
-        deadline = None if config.max_minutes is None else session_start + 60 * config.max_minutes
+        progress = job.start_progress(initial=step)
         while step < steps:
             observation, stats, batch = learner.step(env, observation)
             stats.update({f"evaluator/{k}": v for k, v in task.evaluator.update(batch).items()})
@@ -146,65 +144,51 @@ def train_sentence_agent(
                 metrics = evaluate_and_log(segmenter, task, step)
                 shown["morfessor_f1"] = f"{metrics.get('morfessor_boundary_f1', 0.0):.3f}"
                 progress.set_postfix(shown)
-            if end_step(step, steps, stats, config, stop, on_step, save, progress, deadline):
+            if job.end_step(step, stats, save):
                 break
-        progress.close()
-        total_seconds = elapsed + time.perf_counter() - session_start
+        job.close_progress()
+        total_seconds = elapsed + job.session_seconds
         metrics = finish(segmenter, task, run, config, step, total_seconds)
     return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
 
 
-def end_step(
-    step: int,
-    steps: int,
-    stats: dict[str, float],
-    config: TrainConfig,
-    stop: threading.Event,
-    on_step: Callable[[int, dict[str, float]], bool] | None,
-    save: Callable[[], None],
-    progress: tqdm,
-    deadline: float | None,
-) -> bool:
-    """What every training job does after its update ``step``: checkpoint where due; on a stop
-    request (Ctrl-C, or ``on_step`` returning True) checkpoint and raise ``TrainingInterrupted``;
-    True once the time budget (``deadline``) is spent, checkpointed."""
-    stopping = stop.is_set() or (on_step is not None and on_step(step, stats))
-    if step % config.checkpoint_every == 0 or step == steps or stopping:
-        save()
-    if stopping:
-        progress.close()
-        raise TrainingInterrupted(f"stopped at step {step}; run again to resume")
-    if deadline is not None and time.perf_counter() > deadline:
-        save()
-        return True
-    return False
+def open_run(config: TrainConfig) -> RunDir:
+    """The run folder of an agent's training job (``--out``, else ``runs/<name>``)."""
+    default = Path(RUNS_ROOT) / (config.tracking.run_name or config.name)
+    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES)
 
 
 @contextlib.contextmanager
-def tracked_run(
+def open_job(
     config: TrainConfig,
     run: RunDir,
     segmenter: AgentSegmenter,
     task: TrainingTask,
     resumed_from: int | None,
     steps: int,
-) -> Iterator[threading.Event]:
-    """The MLflow run of a training job, whatever the agent: a new one (then ``start_fresh``), or
-    the one ``run`` started when it resumes from step ``resumed_from``. Yields the Ctrl-C event
-    (``stop_requests``)."""
-    run_name = config.tracking.run_name or run.path.name
-    mlflow_run_id = run.info.get("mlflow_run_id") if resumed_from is not None else None
-    tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}
-    with (
-        tracking.start_run(config, config.tracking.experiment, run_name, tags, mlflow_run_id),
-        stop_requests() as stop,
-    ):
-        run.update_info(mlflow_run_id=tracking.active_run_id())
+    on_step: Callable[[int, dict[str, float]], bool] | None,
+) -> Iterator[Job]:
+    """The ``segrl.jobs.Job`` of an agent's training, whatever the agent: a fresh run starts with
+    ``start_fresh``; a resumed one says from which step."""
+    job = Job(
+        run,
+        config,
+        steps=steps,
+        experiment=config.tracking.experiment,
+        run_name=config.tracking.run_name or run.path.name,
+        tags={"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())},
+        resumed_from=resumed_from,
+        checkpoint_every=config.checkpoint_every,
+        max_minutes=config.max_minutes,
+        on_step=on_step,
+        desc=config.name,
+    )
+    with job:
         if resumed_from is None:
             start_fresh(segmenter, task, config)
         else:
             print(f"resuming {run.path} from step {resumed_from} of {steps}", flush=True)
-        yield stop
+        yield job
 
 
 def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConfig) -> None:
@@ -246,7 +230,7 @@ def finish(
     metrics["train_seconds"] = train_seconds
     metrics["train_steps"] = float(step)
     tracking.log_segmenter(config.name, AGENT_KIND, metrics, samples)
-    tracking.log_artifact(segmenter.save(run.segmenter_path), "segmenter")
+    tracking.log_artifact(segmenter.save(run.path / SEGMENTER_DIR), "segmenter")
     run.update_info(finished=True, step=step, metrics=metrics)
     summary = ", ".join(
         f"{key} {metrics[key]:.3f}"

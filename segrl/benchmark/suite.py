@@ -34,8 +34,8 @@ DEFAULT_DATA_DIR = "../shared/data"
 COMMANDS: dict[tuple[str, ...], dict[str, str | None]] = {
     ("baseline",): {"seed": "--train-seed", "out": None, "threads": None},
     ("train",): {"seed": "--train-seed", "out": "--out", "threads": "--threads"},
-    ("lm", "train"): {"seed": "--train-seed", "out": "--output-dir", "threads": "--threads"},
-    ("units", "train"): {"seed": "--train-seed", "out": "--output", "threads": "--threads"},
+    ("lm", "train"): {"seed": "--train-seed", "out": "--out", "threads": "--threads"},
+    ("units", "train"): {"seed": "--train-seed", "out": "--out", "threads": "--threads"},
 }
 """The commands a system may run, and the flags by which the bench gives each its seed, run folder
 and threads."""
@@ -47,8 +47,6 @@ SET_BY_BENCH = (
     "--experiment",
     "--run-name",
     "--out",
-    "--output",
-    "--output-dir",
     "--threads",
     "--max-minutes",
 )

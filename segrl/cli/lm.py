@@ -39,10 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--train-seed", dest="seed", type=int, metavar="N", help="seed of initialisation and order"
     )
     train.add_argument(
-        "--output-dir",
-        dest="output_dir",
+        "--out",
+        dest="out",
         metavar="DIR",
-        help="checkpoint and best model (default runs/lm-train); a rerun resumes from it",
+        help="run folder: checkpoint and best model (default runs/lm-train); a rerun resumes it",
     )
     _add_common_args(train, gold=True)
     train.set_defaults(func=run_train)

@@ -68,8 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"{', '.join(available_models())} (default: the config file's, else transformer)",
     )
     train.add_argument(
-        "--output",
-        dest="output_dir",
+        "--out",
+        dest="out",
         metavar="DIR",
         help="checkpoints and the trained model (default: runs/units/<run name or model>)",
     )
@@ -186,8 +186,8 @@ def parse_set(items: list[str]) -> dict[str, Any]:
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Config keys given as flags (dests that are dotted keys, plus ``model`` and ``output_dir``)."""
-    keys = {k: v for k, v in vars(args).items() if "." in k or k in ("model", "output_dir")}
+    """Config keys given as flags (dests that are dotted keys, plus ``model`` and ``out``)."""
+    keys = {k: v for k, v in vars(args).items() if "." in k or k in ("model", "out")}
     return {k: v for k, v in keys.items() if v is not None}
 
 

@@ -12,8 +12,8 @@ The model has no context by default (``context = "none"``): trained by marginal 
 the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
 while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
 
-An interrupted run resumes from the checkpoint it writes after every epoch (same config, same output
-folder).
+An interrupted run resumes from the checkpoint it writes after every epoch (same config, same ``--out``
+folder; ``segrl.jobs``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from segrl import tracking
-from segrl.checkpoint import load_checkpoint, save_checkpoint
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, config_to_dict
+from segrl.config import DataConfig, GoldConfig, TrackingConfig
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError
+from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
 from segrl.lm.config import LMConfig, resolve_length_penalty
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
@@ -42,7 +42,10 @@ from segrl.runtime import resolve_device, seed_everything
 from segrl.segmentation import render
 
 TEXT_KINDS = ("word-types", "sentences")
-CHECKPOINT = "checkpoint.pt"
+RESUMABLE_CHANGES = frozenset(
+    {"epochs", "max_steps", "patience", "device", "out", "tracking.", "gold."}
+)
+"""Options that may change when a run resumes (more epochs or steps may be asked for)."""
 
 
 @dataclass
@@ -72,8 +75,9 @@ class LMTrainConfig:
     """Stop after this many updates in all (None: no limit)."""
     device: str = "auto"
     seed: int = 0
-    output_dir: str = "runs/lm-train"
-    """Checkpoint and best model go here; a run with the same config resumes from the checkpoint."""
+    out: str | None = None
+    """The run folder (``segrl.jobs``): checkpoint and best model; None: ``runs/lm-train`` (or
+    ``-2``, ...). A run with the same config resumes from its checkpoint."""
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -136,14 +140,22 @@ def train_lm_segmenter(
     seed_everything(config.seed)
     model = build_lm(resolve_length_penalty(config.lm, corpus.kind), corpus.vocab).to(device)
     trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay)
-    folder = Path(config.output_dir)
-    state = _resume(folder, config, trainer)
-    with tracking.start_run(config, config.tracking.experiment, config.tracking.run_name or "slm"):
-        tracking.log_dict(corpus.settings, "corpus.json")
-        started = time.perf_counter()
-        best = _fit(config, trainer, train, valid, folder, state)
+    run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES)
+    state = _resume(run, trainer)
+    job = Job(
+        run,
+        config,
+        steps=config.max_steps or 0,
+        experiment=config.tracking.experiment,
+        run_name=config.tracking.run_name or "slm",
+        resumed_from=state["step"] if state["epoch"] else None,
+    )
+    with job:
+        if not state["epoch"]:
+            tracking.log_dict(corpus.settings, "corpus.json")
+        best = _fit(config, trainer, train, valid, run, state, job)
         model.load_state_dict(best)
-        train_seconds = time.perf_counter() - started + state["seconds"]
+        train_seconds = state["seconds"]
         segmenter = LMSegmenter(model)
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
@@ -152,12 +164,15 @@ def train_lm_segmenter(
         tracking.log_segmenter("slm", "lm", metrics, samples)
         with tempfile.TemporaryDirectory() as tmp:
             tracking.log_artifact(save_lm(model, Path(tmp) / "model"), "model")
-        save_lm(model, folder / "best")
+        save_lm(model, run.path / "best")
+        # not marked finished: the checkpoint stays, so more epochs may be asked for later
+        run.update_info(step=trainer.steps, metrics=metrics)
     return metrics
 
 
-def _fit(config, trainer: LMTrainer, train, valid, folder: Path, state: dict) -> dict:
-    """Epochs of marginal-likelihood updates with early stopping; returns the best weights."""
+def _fit(config, trainer: LMTrainer, train, valid, run: RunDir, state: dict, job: Job) -> dict:
+    """Epochs of marginal-likelihood updates with early stopping, a checkpoint after each; returns
+    the best weights. A Ctrl-C stops at the next update (the last epoch's checkpoint resumes)."""
     model = trainer.model
     best = state["best"] or copy.deepcopy(model.state_dict())
     for epoch in range(state["epoch"], config.epochs):
@@ -171,6 +186,10 @@ def _fit(config, trainer: LMTrainer, train, valid, folder: Path, state: dict) ->
         for chunk in tqdm(batches, desc=f"epoch {epoch + 1}/{config.epochs}", leave=False):
             if _out_of_steps(config, trainer):
                 break
+            if job.stop.is_set():
+                raise TrainingInterrupted(
+                    f"stopped in epoch {epoch + 1}; run again to resume after epoch {epoch}"
+                )
             stats = trainer.marginal_step(chunk)
             losses.append(stats["bits_per_char"])
             if trainer.steps % 50 == 0:
@@ -190,9 +209,9 @@ def _fit(config, trainer: LMTrainer, train, valid, folder: Path, state: dict) ->
             state["bad_epochs"] += 1
         state["epoch"] = epoch + 1
         state["seconds"] += time.perf_counter() - epoch_started
-        save_checkpoint(
-            folder / CHECKPOINT,
-            config=config_to_dict(config),
+        state["step"] = trainer.steps
+        run.save(
+            step=trainer.steps,
             trainer=trainer.state_dict(),
             best=best,
             progress={k: v for k, v in state.items() if k != "best"},
@@ -204,24 +223,15 @@ def _out_of_steps(config: LMTrainConfig, trainer: LMTrainer) -> bool:
     return config.max_steps is not None and trainer.steps >= config.max_steps
 
 
-def _resume(folder: Path, config: LMTrainConfig, trainer: LMTrainer) -> dict:
-    fresh = {"epoch": 0, "bad_epochs": 0, "best_bpc": float("inf"), "seconds": 0.0, "best": None}
-    path = folder / CHECKPOINT
-    if not path.exists():
+def _resume(run: RunDir, trainer: LMTrainer) -> dict:
+    """The progress of the run's last checkpoint (restoring the trainer), or a fresh start."""
+    fresh = {
+        "epoch": 0, "step": 0, "bad_epochs": 0, "best_bpc": float("inf"), "seconds": 0.0,
+        "best": None,
+    }  # fmt: skip
+    saved = run.load(map_location=trainer.model.device)
+    if saved is None:
         return fresh
-    saved = load_checkpoint(path, map_location=trainer.model.device)
-    if _resumable(saved.get("config", {})) != _resumable(config_to_dict(config)):
-        raise ConfigError(
-            f"{path} was written by a run with another config; remove the folder or choose another "
-            "--output-dir"
-        )
     trainer.load_state_dict(saved["trainer"])
-    print(f"resuming from {path} after epoch {saved['progress']['epoch']}", flush=True)
+    print(f"resuming {run.path} after epoch {saved['progress']['epoch']}", flush=True)
     return {**fresh, **saved["progress"], "best": saved["best"]}
-
-
-def _resumable(config: dict) -> dict:
-    """The parts of a config that must match to resume (more epochs or steps may be asked for)."""
-    return {
-        k: v for k, v in config.items() if k not in ("epochs", "max_steps", "patience", "tracking")
-    }

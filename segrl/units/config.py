@@ -93,9 +93,9 @@ class UnitsConfig:
     """``segrl units train``: one unit model, trained and evaluated, logged to MLflow."""
 
     model: str = "transformer"
-    output_dir: str | None = None
-    """Where checkpoints and the trained model go; None: ``runs/units/<run name or model>``. A run
-    whose folder holds a checkpoint of the same config resumes from it."""
+    out: str | None = None
+    """The run folder: checkpoints and the trained model; None: ``runs/units/<run name or model>``.
+    A run whose folder holds a checkpoint of the same config resumes from it."""
     train: UnitsTrainConfig = field(default_factory=UnitsTrainConfig)
     eval: UnitsEvalConfig = field(default_factory=UnitsEvalConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -104,9 +104,7 @@ class UnitsConfig:
 
     @property
     def run_folder(self) -> Path:
-        return Path(
-            self.output_dir or Path("runs") / "units" / (self.tracking.run_name or self.model)
-        )
+        return Path(self.out or Path("runs") / "units" / (self.tracking.run_name or self.model))
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """One training loop for every unit model: ``train_unit_model(config)``.
 
 Read top to bottom: load and check the inputs (before anything is logged), build the model and the
-optimiser, resume from ``<run folder>/last.pt`` when it is there, then per step: a batch of training
+optimiser, resume from the run folder's checkpoint (``segrl.jobs``) when it is there, then per step: a batch of training
 sentences, deletion noise, the model's loss (autocast for bf16/fp16), clipped optimiser step, learning
 rate schedule. Every ``log_every`` steps every loss term and diagnostic goes to MLflow (``train/...``)
 with training characters per second; every ``eval_every`` steps the validation metrics
@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from segrl import tracking
-from segrl.checkpoint import load_checkpoint, save_checkpoint
-from segrl.config import config_to_dict
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError, DataError, ModelError
+from segrl.jobs import CHECKPOINT_FILE, Job, RunDir
 from segrl.runtime import autocast, resolve_device, seed_everything
 from segrl.units.base import make_autoencoder_batch
 from segrl.units.config import UnitsConfig, UnitsTrainConfig
@@ -40,9 +38,19 @@ from segrl.units.experiment import UNITS_KIND, final_evaluation
 from segrl.units.noise import delete_characters
 from segrl.units.saving import MODEL_FILE, build_model, save_unit_model
 
-CHECKPOINT_FILE = "last.pt"
-RESUME_INDEPENDENT = ("device", "threads", "log_every", "eval_every", "checkpoint_every")
-"""Training options that may change when a run resumes (they do not change what is computed)."""
+RESUMABLE_CHANGES = frozenset(
+    {
+        *(
+            f"train.{k}"
+            for k in ("device", "threads", "log_every", "eval_every", "checkpoint_every")
+        ),
+        "eval.",
+        "gold.",
+        "tracking.",
+        "out",
+    }
+)
+"""Options that may change when a run resumes (they do not change what is trained)."""
 
 
 @dataclass
@@ -93,18 +101,6 @@ def noised(texts: Sequence[str], prob: float, seed: int, step: int) -> list[str]
     return [delete_characters(t, prob, rng) for t in texts]
 
 
-def resume_key(config: UnitsConfig) -> dict:
-    """What must match for a checkpoint to be resumed under ``config``."""
-    values = config_to_dict(config)
-    train = {k: v for k, v in values["train"].items() if k not in RESUME_INDEPENDENT}
-    return {
-        "model": values["model"],
-        "arch": values["arch"],
-        "data": values["data"],
-        "train": train,
-    }
-
-
 def check_inputs(corpus: Corpus, config: UnitsConfig) -> None:
     if not corpus.train:
         raise DataError(f"{corpus.settings.get('source')}: no training sentences")
@@ -136,12 +132,12 @@ def train_unit_model(
     check_inputs(corpus, config)
     device = resolve_device(train.device)
     folder = config.run_folder
-    checkpoint_path = folder / CHECKPOINT_FILE
-    if (folder / MODEL_FILE).exists() and not checkpoint_path.exists():
+    if (folder / MODEL_FILE).exists() and not (folder / CHECKPOINT_FILE).exists():
         raise ConfigError(
-            f"{folder} already holds a trained model; choose another output folder (--output) or "
-            "run name, or evaluate it with `segrl units eval`"
+            f"{folder} already holds a trained model; choose another --out folder or run name, "
+            "or evaluate it with `segrl units eval`"
         )
+    run = RunDir.open(config, folder, folder, RESUMABLE_CHANGES)
     if train.threads:
         torch.set_num_threads(train.threads)
     seed_everything(train.seed)
@@ -150,43 +146,47 @@ def train_unit_model(
     optimizer = make_optimizer(model, train)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
     scaler = torch.amp.GradScaler(device.type, enabled=train.precision == "fp16")
-    step, run_id = 0, None
-    if checkpoint_path.exists():
-        state = load_checkpoint(checkpoint_path, map_location=device)
-        if state.get("resume_key") != resume_key(config):
-            raise ConfigError(
-                f"{checkpoint_path} is a checkpoint of another config; resume with the same "
-                "options, or choose another output folder (--output) or run name"
-            )
+    step, resumed_from = 0, None
+    state = run.load(map_location=device)
+    if state is not None:
         if state["vocab"] != vocab.to_dict():
-            raise ConfigError(f"{checkpoint_path} was trained on a corpus with another vocabulary")
+            raise ConfigError(
+                f"{run.checkpoint_path} was trained on a corpus with another vocabulary"
+            )
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
-        step, run_id = state["step"], state["run_id"]
-    resumed_from = step
-    run_name = config.tracking.run_name or config.model
-    tags = {tracking.KIND_TAG: UNITS_KIND}
-    with tracking.start_run(config, config.tracking.experiment, run_name, tags, run_id) as run:
-        run_id = run.info.run_id
-        if not resumed_from:
+        step = resumed_from = state["step"]
+
+    def save() -> None:
+        run.save(
+            model=model.state_dict(),
+            optimizer=optimizer.state_dict(),
+            scheduler=scheduler.state_dict(),
+            scaler=scaler.state_dict(),
+            step=step,
+            vocab=vocab.to_dict(),
+        )
+
+    job = Job(
+        run,
+        config,
+        steps=train.steps,
+        experiment=config.tracking.experiment,
+        run_name=config.tracking.run_name or config.model,
+        tags={tracking.KIND_TAG: UNITS_KIND},
+        resumed_from=resumed_from,
+        checkpoint_every=train.checkpoint_every,
+        desc=f"units {config.model}",
+    )
+    with job:
+        run_id = tracking.active_run_id()
+        if resumed_from is None:
             tracking.log_dict(corpus.settings, "corpus.json")
             tracking.log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
-
-        def save(at_step: int) -> None:
-            save_checkpoint(
-                checkpoint_path,
-                model=model.state_dict(),
-                optimizer=optimizer.state_dict(),
-                scheduler=scheduler.state_dict(),
-                scaler=scaler.state_dict(),
-                step=at_step,
-                run_id=run_id,
-                resume_key=resume_key(config),
-                vocab=vocab.to_dict(),
-            )
-
+        else:
+            print(f"resuming {folder} from step {resumed_from} of {train.steps}", flush=True)
         n_gold = min(config.eval.gold_words_during_training, len(gold))
         valid_gold = random.Random(train.seed).sample(gold, n_gold)
 
@@ -200,9 +200,7 @@ def train_unit_model(
         batches = training_batches(corpus.train, train.batch_size, train.seed, step)
         window = _Window()
         model.train()
-        progress_bar = tqdm(
-            total=train.steps, initial=step, desc=f"units {config.model}", mininterval=2.0
-        )
+        progress = job.start_progress(initial=step)
         try:
             while step < train.steps:
                 texts = next(batches)
@@ -229,30 +227,27 @@ def train_unit_model(
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 window.add(out, sum(len(t) for t in texts), time.perf_counter() - started)
-                progress_bar.update(1)
+                progress.update(1)
                 if step % train.log_every == 0 or step == train.steps:
                     logged = window.flush()
                     logged["train/lr"] = scheduler.get_last_lr()[0]
                     tracking.log_metrics(logged, step=step)
-                    progress_bar.set_postfix(loss=f"{logged['train/loss']:.3f}")
-                if step % train.checkpoint_every == 0 and step < train.steps:
-                    save(step)
+                    progress.set_postfix(loss=f"{logged['train/loss']:.3f}")
                 if step % train.eval_every == 0 or step == train.steps:
                     evaluate_valid(step)
-        except KeyboardInterrupt:
-            if step > resumed_from:
-                save(step)
+                job.end_step(step, {}, save)
+        except KeyboardInterrupt:  # a second Ctrl-C, mid-step: keep the last completed step
+            if step > (resumed_from or 0):
+                save()
             raise
-        finally:
-            progress_bar.close()
-        save(step)
+        job.close_progress()
         metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
         save_unit_model(folder, model, vocab, config)
         tracking.log_artifact(folder / MODEL_FILE, "model")
         for name in ("config.toml", "vocab.json"):
             tracking.log_artifact(folder / name, "model")
-        checkpoint_path.unlink()
-    return TrainResult(metrics, folder, run_id, resumed_from)
+        run.finish(step=step)
+    return TrainResult(metrics, folder, run_id, resumed_from or 0)
 
 
 class _Window:
