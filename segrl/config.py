@@ -153,6 +153,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path}: not a UTF-8 text file (byte {e.start + 1} is 0x{e.object[e.start]:02x}); a "
+            "config file is TOML in UTF-8"
+        ) from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a config file") from None
 
 
 def _from_dict(cls: type[C], values: dict[str, Any], where: str, prefix: str = "") -> C:

@@ -45,8 +45,12 @@ def check_writable_folder(path: str | Path, option: str) -> Path:
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         raise ConfigError(f"{option} {path}: {existing} is a file, not a folder; give a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
+    try:  # a real file, not os.access: root passes os.access where writing still fails (/proc)
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".segrl-write-check-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as e:
         raise ConfigError(
-            f"{option} {path}: {existing} is not writable; give a folder you can write"
-        )
+            f"{option} {path}: {existing} is not writable ({e.strerror}); give a folder you can write"
+        ) from None
     return path

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from segrl import tracking
 from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import flatten_config, load_config, save_config
-from segrl.errors import ConfigError
+from segrl.errors import ConfigError, ModelError
 from segrl.files import check_writable_folder
 
 RUNS_ROOT = "runs"
@@ -121,7 +121,7 @@ class RunDir:
     def info(self) -> dict[str, Any]:
         try:
             return json.loads((self.path / RUN_FILE).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError):
             return {}
 
     @property
@@ -162,8 +162,18 @@ class RunDir:
         return load_checkpoint(self.checkpoint_path, map_location=map_location)
 
     def save(self, **state: Any) -> None:
-        save_checkpoint(self.checkpoint_path, **state)
-        self.update_info(step=state.get("step"))
+        """Write the checkpoint (atomically); a folder that became unwritable is a ``ModelError``
+        naming the file and the last good checkpoint, which is left intact."""
+        try:
+            save_checkpoint(self.checkpoint_path, **state)
+            self.update_info(step=state.get("step"))
+        except OSError as e:
+            last = self.info.get("step")
+            kept = f"the last good checkpoint (step {last}) is intact" if last else "none was saved"
+            raise ModelError(
+                f"{self.checkpoint_path}: cannot write the checkpoint of step {state.get('step')} "
+                f"({e.strerror}); {kept}. Make {self.path} writable and run again to resume."
+            ) from None
 
     def finish(self, **values: Any) -> None:
         """Mark the run finished (a re-run with this folder is refused) and drop its checkpoint."""

@@ -42,3 +42,16 @@ def autocast(device: torch.device, precision: str = "fp32"):
     if precision not in dtypes:
         raise ConfigError(f"unknown precision {precision!r}: use fp32, bf16 or fp16")
     return torch.autocast(device_type=device.type, dtype=dtypes[precision])
+
+
+def set_threads(threads: int | None, option: str = "--threads") -> None:
+    """Use ``threads`` CPU threads in PyTorch (None: PyTorch's default); anything below 1 is a
+    ``ConfigError``."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(
+            f"{option} must be a positive number of CPU threads, got {threads!r}; leave it out for "
+            "PyTorch's default"
+        )
+    torch.set_num_threads(threads)

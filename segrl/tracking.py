@@ -85,7 +85,35 @@ def ensure_reachable(uri: str | None = None) -> str:
                     f"tracking store {db} is not a readable sqlite database ({e}); move it aside "
                     "or point MLFLOW_TRACKING_URI elsewhere"
                 ) from None
+            if not os.access(db, os.W_OK):
+                raise TrackingError(
+                    f"tracking store {db} is read-only; make it writable (chmod u+w) or point "
+                    "MLFLOW_TRACKING_URI elsewhere"
+                )
+        _create_store_once(uri, db)
     return uri
+
+
+_created: set[str] = set()
+
+
+def _create_store_once(uri: str, db: Path) -> None:
+    """Create the tables of a new sqlite store under a file lock: two commands starting at once on a
+    new store would otherwise both create them, and one would fail (``table ... already exists``)."""
+    if uri in _created:
+        return
+    import fcntl
+
+    lock_path = db.with_name(f".{db.name}.lock")
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            MlflowClient(uri).search_experiments(max_results=1)  # creates and migrates the tables
+        except mlflow.exceptions.MlflowException as e:
+            raise TrackingError(f"tracking store {uri}: cannot open it ({e})") from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _created.add(uri)
 
 
 @contextlib.contextmanager

@@ -181,6 +181,11 @@ class TrainConfig:
             raise ConfigError("gold_heldout_fraction must be between 0 and 1")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ConfigError("max_minutes must be positive")
+        if self.threads is not None and (isinstance(self.threads, bool) or self.threads < 1):
+            raise ConfigError(
+                f"--threads must be a positive number of CPU threads, got {self.threads}; leave it "
+                "out for PyTorch's default"
+            )
 
     @property
     def name(self) -> str:

@@ -21,7 +21,6 @@ import io
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 from segrl import tracking
@@ -35,7 +34,7 @@ from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
 from segrl.evaluators import SegmentationBatch
-from segrl.runtime import resolve_device, seed_everything
+from segrl.runtime import resolve_device, seed_everything, set_threads
 
 
 class EvaluatorUpdates(BaseCallback):
@@ -90,8 +89,7 @@ def train_ppo(
     device = resolve_device(config.device)
     task = build_task(config, corpus, gold)
     run = open_run(config)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    set_threads(config.threads)
 
     seed_everything(config.seed)
     env = VectorCharSegmentEnv(config.ppo.num_envs, seed=config.seed, setup=task.setup)

@@ -21,7 +21,7 @@ import torch
 
 from segrl.agents.config import TrainConfig
 from segrl.agents.segmenter import EVAL_BATCH, AgentSegmenter
-from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.envs.setup import EnvSetup
 from segrl.evaluators import (
     Evaluator,
@@ -80,6 +80,7 @@ def build_task(
         final_gold = (
             gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
         )
+        check_gold_fits(final_gold, corpus.vocab, config.gold.path)
         evaluator = build_evaluator(config.evaluator, corpus, final_gold)
         episodes = corpus.train
         references = {}

@@ -29,7 +29,7 @@ from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.jobs import RUNS_ROOT, Job, RunDir
 from segrl.metrics import BOUNDARY_F1
-from segrl.runtime import resolve_device, seed_everything
+from segrl.runtime import resolve_device, seed_everything, set_threads
 
 AGENT_KIND = "agent"
 SEGMENTER_DIR = "segmenter"
@@ -89,8 +89,7 @@ def train_sentence_agent(
     device = resolve_device(config.device)
     task = build_task(config, corpus, gold)
     run = open_run(config)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    set_threads(config.threads)
 
     seed_everything(config.seed)
     setup = task.setup

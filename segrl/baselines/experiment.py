@@ -12,7 +12,8 @@ from segrl.baselines.base import Segmenter
 from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.registry import segmenter_class
 from segrl.config import BaselineConfig
-from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
+from segrl.errors import ConfigError
 from segrl.metrics import evaluate_word_segmenter
 from segrl.segmentation import render
 
@@ -40,18 +41,25 @@ def run_baseline(
 ) -> dict[str, float]:
     """Train, score and log one segmenter; returns its metrics.
 
-    The corpus and gold set are read (and checked) before the MLflow run starts, so a bad input never
-    leaves a half-logged run behind.
+    The corpus and gold set are read (and checked), the store reached and the segmenter trained
+    before the MLflow run starts, so a bad input or a failed training never leaves a half-logged run
+    behind.
     """
+    if config.method in ("bpe", "unigram", "yttm-bpe") and config.vocab_size < 2:
+        raise ConfigError(
+            f"--vocab-size must be at least 2 for {config.method}, got {config.vocab_size}"
+        )
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+    check_gold_fits(gold, corpus.vocab, config.gold.path)
     segmenter = make_segmenter(config)
     run_name = config.tracking.run_name or config.method
+    tracking.ensure_reachable()
+    started = time.perf_counter()
+    segmenter.train(corpus)
+    train_seconds = time.perf_counter() - started
     with tracking.start_run(config, config.tracking.experiment, run_name):
         tracking.log_dict(corpus.settings, "corpus.json")
-        started = time.perf_counter()
-        segmenter.train(corpus)
-        train_seconds = time.perf_counter() - started
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics["train_seconds"] = train_seconds
         tracking.log_segmenter(

@@ -25,6 +25,7 @@ morfessor.utils.show_progress_bar = False  # its dots would clutter segrl's own 
 
 MODEL_FILE = "morfessor.segmentations.txt"
 DAMPENING = ("ones", "log", "none")
+MIN_VITERBI_LENGTH = 30
 
 
 def default_cache_dir() -> Path:
@@ -58,6 +59,7 @@ class MorfessorSegmenter(Segmenter):
         )
         self.model: morfessor.BaselineModel | None = None
         self.from_cache = False
+        self._longest: int | None = None
 
     def _train(self, corpus: Corpus) -> None:
         cached = self._cache_path(corpus)
@@ -82,7 +84,7 @@ class MorfessorSegmenter(Segmenter):
             model.train_batch()
         finally:
             random.setstate(state)
-        self.model = model
+        self.model, self._longest = model, None
         if cached is not None:
             cached.parent.mkdir(parents=True, exist_ok=True)
             tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
@@ -90,8 +92,17 @@ class MorfessorSegmenter(Segmenter):
             tmp.replace(cached)
 
     def _segment(self, word: str) -> list[str]:
-        segments, _cost = self.model.viterbi_segment(word, maxlen=max(30, len(word)))
+        # Viterbi looks at segments up to ``maxlen`` long at every position: capped at the longest
+        # morph the model knows (at least 30), a word of n characters costs O(n), not O(n^2)
+        maxlen = min(len(word), max(MIN_VITERBI_LENGTH, self._longest_morph()))
+        segments, _cost = self.model.viterbi_segment(word, maxlen=maxlen)
         return list(segments)
+
+    def _longest_morph(self) -> int:
+        """The longest morph of the model's lexicon (computed once per model)."""
+        if self._longest is None:
+            self._longest = max((len(m) for m, _ in self.model.get_constructions()), default=0)
+        return self._longest
 
     def _cache_path(self, corpus: Corpus) -> Path | None:
         if self.cache_dir is None:
@@ -110,7 +121,7 @@ class MorfessorSegmenter(Segmenter):
             model.load_segmentations(io.read_segmentation_file(str(path)))
         except (OSError, ValueError, IndexError) as e:
             raise ModelError(f"{path}: cannot read the Morfessor model ({e})") from None
-        self.model = model
+        self.model, self._longest = model, None
 
     def _save_files(self, folder: Path) -> None:
         self._write(folder / MODEL_FILE)

@@ -116,10 +116,9 @@ def _add_lm_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _threads(args: argparse.Namespace) -> None:
-    if args._threads:
-        import torch
+    from segrl.runtime import set_threads
 
-        torch.set_num_threads(args._threads)
+    set_threads(args._threads)
 
 
 def run_train(args: argparse.Namespace) -> int:

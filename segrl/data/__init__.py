@@ -1,7 +1,7 @@
 """Corpora, the character vocabulary, and gold segmentations."""
 
 from segrl.data.corpus import Corpus, NormalizationSettings, load_corpus, read_lines
-from segrl.data.gold import GoldWord, bundled_gold, load_gold, read_gold
+from segrl.data.gold import GoldWord, bundled_gold, check_gold_fits, load_gold, read_gold
 from segrl.data.vocab import CharVocab
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "GoldWord",
     "NormalizationSettings",
     "bundled_gold",
+    "check_gold_fits",
     "load_corpus",
     "load_gold",
     "read_gold",

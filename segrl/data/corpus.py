@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -161,6 +162,7 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
         sentences, config.valid_fraction, config.test_fraction, config.seed
     )
     vocab = CharVocab.from_texts(train, settings.placeholder)
+    _check_not_all_placeholder(train, settings, source, form)
     return Corpus(
         train=train,
         valid=valid,
@@ -182,6 +184,25 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
             "counts": {**stats, "train": len(train), "valid": len(valid), "test": len(test)},
         },
     )
+
+
+MAX_PLACEHOLDER_FRACTION = 0.5
+
+
+def _check_not_all_placeholder(
+    train: list[str], settings: NormalizationSettings, source: str, form: str
+) -> None:
+    """Refuse a corpus whose training characters are mostly the placeholder: too small for its
+    rare-character threshold, every model trained on it would learn nothing but the placeholder."""
+    chars = sum(len(t) - t.count(" ") for t in train)
+    mapped = sum(t.count(settings.placeholder) for t in train)
+    if chars and mapped / chars > MAX_PLACEHOLDER_FRACTION:
+        what = "sentences" if form == "text" else "words"
+        raise DataError(
+            f"{source}: {mapped / chars:.0%} of the training characters became the placeholder: the "
+            f"corpus is too small ({len(train)} training {what}) for --min-char-count="
+            f"{settings.min_char_count}; give a larger corpus or lower --min-char-count"
+        )
 
 
 def corpus_format(corpus: str | None, declared: str = "auto") -> str:
@@ -335,8 +356,10 @@ def _read_file_lines(file: Path) -> Iterator[tuple[str, int, str]]:
         with opener(file, "rb") as f:
             for number, raw in enumerate(f, start=1):
                 yield str(file), number, _decode_line(raw, file, number)
-    except (OSError, EOFError) as e:
-        raise DataError(f"{file}: cannot read ({e})") from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise DataError(
+            f"{file}: cannot read ({e}); if it is a .gz file, it is damaged: compress it again"
+        ) from None
 
 
 def _decode_line(raw: bytes, file: Path | str, number: int) -> str:

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from segrl.data.corpus import read_lines
+from segrl.data.vocab import CharVocab
 from segrl.errors import DataError
 
 BUNDLED_GOLD = "sigmorphon2022_eng_word_dev_surface.tsv.gz"
@@ -125,3 +126,21 @@ def _sigmorphon_entries(columns: list[str]) -> Iterator[tuple[str, tuple[str, ..
     if len(surface_words) == len(words):
         for word, morphs in zip(surface_words, words, strict=True):
             yield word, tuple(morphs)
+
+
+MIN_SHARED_CHARACTERS = 0.5
+
+
+def check_gold_fits(gold: Sequence[GoldWord], vocab: CharVocab, gold_source: str | None) -> None:
+    """Refuse a gold set most of whose characters the corpus never has (another language or
+    script): every segmenter would be scored on placeholders."""
+    chars = [c for g in gold for c in g.word if not c.isspace()]
+    if not chars:
+        return
+    known = sum(1 for c in chars if c in vocab and c != vocab.placeholder)
+    if known / len(chars) < MIN_SHARED_CHARACTERS:
+        raise DataError(
+            f"{gold_source or 'the bundled gold set'}: only {known / len(chars):.0%} of its "
+            "characters occur in the corpus; give a gold set in the corpus's language and script "
+            "(or the corpus of the gold set's language)"
+        )

@@ -11,6 +11,9 @@ from segrl.envs.episodes import EpisodeSlots
 from segrl.envs.setup import EnvSetup
 from segrl.evaluators import Evaluator
 
+RESET_OPTIONS = frozenset({"text"})
+"""What ``reset(options=...)`` takes: ``text``, the text of the episode (else one is drawn)."""
+
 
 class SegmentationEnv(gym.Env):
     """Base of ``CharSegmentEnv`` and ``SentenceSegmentEnv`` (whose docstrings give the options)."""
@@ -35,6 +38,12 @@ class SegmentationEnv(gym.Env):
         """Seed, then load ``options["text"]`` or a sentence drawn with the seeded generator (a word
         list's words with probability proportional to their dampened counts)."""
         super().reset(seed=seed)
+        unknown = sorted(set(options or {}) - RESET_OPTIONS)
+        if unknown:
+            raise ValueError(
+                f"unknown reset option {', '.join(map(repr, unknown))}; reset takes: "
+                f"{', '.join(sorted(RESET_OPTIONS))}"
+            )
         text = (options or {}).get("text")
         if text is None:
             sentences, weights = self.setup.sentences, self.setup.weights

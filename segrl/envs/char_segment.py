@@ -84,8 +84,18 @@ class CharSegmentEnv(SegmentationEnv):
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         self._check_running()
-        if not (np.ndim(action) == 0 and 0 <= int(action) < self.setup.n_actions):
-            raise ValueError(f"action {action!r} is not in {self.action_space}")
+        if (
+            not (
+                (isinstance(action, int | np.integer) and not isinstance(action, bool))
+                or (
+                    isinstance(action, np.ndarray)
+                    and action.ndim == 0
+                    and action.dtype.kind in "iu"
+                )
+            )
+            or not 0 <= int(action) < self.setup.n_actions
+        ):
+            raise ValueError(f"action {action!r} is not in {self.action_space} (an integer)")
         rewards, terminated = self.slots.step_one(np.array([int(action)]))
         done = bool(terminated[0])
         info: dict[str, Any] = {}

@@ -122,7 +122,8 @@ def decision_layout(sentence: str, hide_spaces: bool) -> tuple[str, np.ndarray, 
             offset += len(word)
             boundary[offset - 1] = True
         return text, np.ones(n_positions, dtype=bool), boundary
-    chars = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    # surrogatepass: a lone surrogate (from a badly decoded file) is a character like any other here
+    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     is_space = chars == ord(" ")
     boundary[:] = is_space[:-1] | is_space[1:]
     return text, ~boundary, boundary

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from segrl import tracking
 from segrl.config import DataConfig, GoldConfig, TrackingConfig
-from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
@@ -136,6 +136,7 @@ def train_lm_segmenter(
     device = resolve_device(config.device)
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+    check_gold_fits(gold, corpus.vocab, config.gold.path)
     train, valid, test = training_texts(corpus, config.texts)
     seed_everything(config.seed)
     model = build_lm(resolve_length_penalty(config.lm, corpus.kind), corpus.vocab).to(device)

@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 
 from segrl import tracking
-from segrl.data import Corpus, GoldWord, load_corpus, load_gold
+from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError, DataError, ModelError
 from segrl.jobs import CHECKPOINT_FILE, Job, RunDir
-from segrl.runtime import autocast, resolve_device, seed_everything
+from segrl.runtime import autocast, resolve_device, seed_everything, set_threads
 from segrl.units.base import make_autoencoder_batch
 from segrl.units.config import UnitsConfig, UnitsTrainConfig
 from segrl.units.evaluation import evaluate_unit_model
@@ -130,6 +130,7 @@ def train_unit_model(
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     check_inputs(corpus, config)
+    check_gold_fits(gold, corpus.vocab, config.gold.path)
     device = resolve_device(train.device)
     folder = config.run_folder
     if (folder / MODEL_FILE).exists() and not (folder / CHECKPOINT_FILE).exists():
@@ -137,9 +138,8 @@ def train_unit_model(
             f"{folder} already holds a trained model; choose another --out folder or run name, "
             "or evaluate it with `segrl units eval`"
         )
+    set_threads(train.threads, "train.threads (--threads)")
     run = RunDir.open(config, folder, folder, RESUMABLE_CHANGES)
-    if train.threads:
-        torch.set_num_threads(train.threads)
     seed_everything(train.seed)
     vocab = corpus.vocab
     model = build_model(config, len(vocab)).to(device)

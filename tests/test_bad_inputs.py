@@ -1,0 +1,194 @@
+"""Bad inputs, as a new user gives them: each is refused with one line naming the file or option and
+what to do (exit code 2), before anything is trained, and leaves no run folder and no MLflow run."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segrl.cli import EXIT_USER_ERROR, main
+
+from .conftest import write_small_corpus
+
+
+def _garbled_gz(folder: Path) -> Path:
+    """A .gz file whose header is valid and whose compressed data is not."""
+    data = bytearray(gzip.compress(("the cat walked home . " * 200).encode()))
+    data[20:60] = bytes(random.Random(0).randrange(256) for _ in range(40))
+    path = folder / "garbled.txt.gz"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _file(name: str, content: bytes) -> Callable[[Path], Path]:
+    def make(folder: Path) -> Path:
+        path = folder / name
+        path.write_bytes(content)
+        return path
+
+    return make
+
+
+def _corpus(folder: Path) -> Path:
+    return write_small_corpus(folder / "small.txt")
+
+
+def _greek_gold(folder: Path) -> Path:
+    path = folder / "greek.tsv"
+    path.write_text("λόγος\tλόγ @@ος\t100\nἄνθρωπος\tἄνθρωπ @@ος\t100\n", encoding="utf-8")
+    return path
+
+
+SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
+
+# (id, command line with {f} for the made file and {corpus} for a small good corpus, file maker,
+#  a fragment the message must contain)
+CASES = [
+    ("gz-data", ["data", "--corpus", "{f}"], _garbled_gz, "damaged"),
+    ("gz-baseline", ["baseline", "--corpus", "{f}"], _garbled_gz, "garbled.txt.gz"),
+    ("gz-train", ["train", "--corpus", "{f}", "--steps", "1"], _garbled_gz, "garbled.txt.gz"),
+    (
+        "config-binary",
+        ["baseline", "--config", "{f}"],
+        _file("c.toml", bytes(range(256))),
+        "c.toml",
+    ),
+    (
+        "config-latin1",
+        ["baseline", "--config", "{f}"],
+        _file("l.toml", 'method = "caf\xe9"\n'.encode("latin-1")),
+        "not a UTF-8",
+    ),
+    (
+        "vocab-size-0",
+        ["baseline", "--method", "bpe", "--vocab-size", "0", "--corpus", "{corpus}", *SMALL],
+        None,
+        "--vocab-size",
+    ),
+    ("threads-negative", ["train", "--threads", "-1", "--steps", "1"], None, "--threads"),
+    ("threads-zero", ["train", "--threads", "0", "--steps", "1"], None, "--threads"),
+    ("out-unwritable", ["train", "--out", "/proc/segrl-run", "--steps", "1"], None, "--out"),
+    (
+        "units-threads",
+        ["units", "train", "--threads", "0", "--corpus", "{corpus}", "--steps", "1"],
+        None,
+        "threads",
+    ),
+    ("lm-threads", ["lm", "train", "--threads", "-2", "--max-steps", "1"], None, "--threads"),
+    (
+        "tiny-corpus",
+        ["baseline", "--corpus", "{f}"],
+        _file("tiny.txt", b"One cat.\nTwo dogs.\nRed fox.\n"),
+        "--min-char-count",
+    ),
+    (
+        "gold-of-another-script",
+        ["baseline", "--method", "characters", "--corpus", "{corpus}", "--gold", "{f}", *SMALL[:2]],
+        _greek_gold,
+        "greek.tsv",
+    ),
+    (
+        "counts-bad-line",
+        ["data", "--corpus", "{f}", "--corpus-format", "counts"],
+        _file("c.txt", b"3 cat\nx dog\n"),
+        "c.txt:2",
+    ),
+    (
+        "not-utf8",
+        ["data", "--corpus", "{f}"],
+        _file("l1.txt", "caf\xe9 noir\n".encode("latin-1")),
+        "UTF-8",
+    ),
+    (
+        "missing-corpus",
+        ["baseline", "--corpus", "{f}"],
+        lambda d: d / "nowhere.txt",
+        "no such file",
+    ),
+    ("empty-corpus", ["baseline", "--corpus", "{f}"], _file("empty.txt", b"\n  \n"), "empty.txt"),
+    ("gold-wrong-format", ["data", "--gold", "{f}"], _file("g.tsv", b"just some text\n"), "g.tsv"),
+    ("toml-typo", ["baseline", "--config", "{f}"], _file("t.toml", b"methd = 'bpe'\n"), "methd"),
+    ("wordfreq-unknown-language", ["data", "--corpus", "wordfreq:xx"], None, "no list for"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "make", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input_is_one_clear_line(mlflow_store, capsys, args, make, fragment):
+    made = make(mlflow_store) if make else None
+    corpus = _corpus(mlflow_store) if "{corpus}" in args else None
+    argv = [a.replace("{f}", str(made)).replace("{corpus}", str(corpus)) for a in args]
+    code = main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == EXIT_USER_ERROR, err
+    assert len(lines) == 1 and lines[0].startswith("segrl: error: "), err
+    assert fragment in lines[0]
+    assert "Traceback" not in err
+    assert not (mlflow_store / "runs").exists()
+    db = mlflow_store / "mlflow.db"
+    if db.exists():
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("select count(*) from runs").fetchone() == (0,)
+
+
+def test_environment_options_and_actions_are_checked():
+    import gymnasium as gym
+
+    import segrl  # noqa: F401  (registers the environments)
+
+    env = gym.make("segrl/CharSegment-v0", evaluator="morfessor").unwrapped
+    with pytest.raises(ValueError, match="unknown reset option 'txt'"):
+        env.reset(seed=0, options={"txt": "the cat"})
+    env.reset(seed=0, options={"text": "walking home"})
+    for action in (1.7, "1", np.array([1]), True):
+        with pytest.raises(ValueError, match="is not in Discrete"):
+            env.step(action)
+    _obs, _reward, _done, _trunc, _info = env.step(np.int64(1))
+
+
+def test_two_commands_create_a_new_store_at_once(tmp_path):
+    """Both succeed: the store's tables are created once, under a lock."""
+    corpus = write_small_corpus(tmp_path / "small.txt")
+    command = [sys.executable, "-m", "segrl", "baseline", "--corpus", str(corpus), *SMALL]
+    env = {"PATH": "/usr/bin:/bin", "SEGRL_CACHE_DIR": str(tmp_path / "cache")}
+    procs = [
+        subprocess.Popen(
+            [*command, "--method", method],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for method in ("characters", "words")
+    ]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert [code for code, _ in results] == [0, 0], results
+    with sqlite3.connect(tmp_path / "mlflow.db") as conn:
+        assert conn.execute("select count(*) from runs").fetchone() == (2,)
+
+
+def test_unwritable_run_folder_mid_run_names_the_file(tmp_path):
+    from segrl.errors import ModelError
+    from segrl.jobs import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    run.save(step=1, weights=[1.0])
+    # the folder disappears and a file takes its place: writing into it fails
+    for child in run.path.iterdir():
+        child.unlink()
+    run.path.rmdir()
+    run.path.write_text("not a folder")
+    with pytest.raises(ModelError, match=r"checkpoint\.pt: cannot write the checkpoint of step 2"):
+        run.save(step=2, weights=[2.0])

@@ -1,0 +1,69 @@
+"""Every segmenter on random Unicode: empty strings, control characters, emoji, lone surrogates, very
+long words. A segmenter segments the text it is given (unknown characters are mapped to the
+placeholder only inside the model), so its segments always spell the input."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from segrl.baselines.registry import SEGMENTERS, available_methods
+
+ALPHABETS = [
+    "abcdefghijklmnopqrstuvwxyz",
+    "äöüßéèçñøåæœ",
+    "αβγδεζηθλμπρστ",
+    "абвгдежзийклмн",
+    "日本語中文한국어",
+    "\x00\x01\x07\x1b\x7f\u200b\u200d\ufeff",
+    "😀🎉👍🏽🇫🇮",
+    "\ud800\udc80\udfff",  # lone surrogates, as a badly decoded file gives them
+    "0123456789-_'.,",
+]
+
+
+def random_words(seed: int = 0, n: int = 300) -> list[str]:
+    rng = random.Random(seed)
+    words = ["", "a", "\ud800", "😀" * 3]
+    for _ in range(n):
+        alphabet = "".join(rng.sample(ALPHABETS, rng.randint(1, 3)))
+        words.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 25))))
+    words += ["x" * 3000, "".join(rng.choice(ALPHABETS[0] + ALPHABETS[6]) for _ in range(2000))]
+    return words
+
+
+@pytest.mark.parametrize("method", available_methods())
+def test_classic_segmenters_spell_random_unicode(corpus, method):
+    options = {"cache_dir": ""} if method == "morfessor" else {}
+    if method in ("bpe", "unigram", "yttm-bpe"):
+        options["vocab_size"] = 60
+    segmenter = SEGMENTERS[method](**options).train(corpus)
+    for word in random_words():
+        assert "".join(segmenter.segment(word)) == word, repr(word)
+
+
+def test_agent_segmenter_spells_random_unicode(corpus):
+    from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+    from segrl.agents.segmenter import AgentSegmenter, separator_id
+
+    policy = SegmenterPolicy(
+        len(corpus.vocab), 2, 128, SegmenterConfig(), separator_id(corpus.vocab)
+    )
+    segmenter = AgentSegmenter(policy, corpus.vocab, False, "cpu")
+    words = [w for w in random_words() if w and len(w) <= 60]
+    sentences = [" ".join(words[i : i + 3]) for i in range(0, len(words), 3)]
+    # one batch holds the surrogates together with ordinary sentences: neither fails the other
+    for sentence, segments in zip(sentences, segmenter.segment_sentences(sentences), strict=True):
+        assert "".join(segments) == sentence, repr(sentence)
+
+
+def test_lm_segmenter_spells_random_unicode(corpus, one_thread):
+    from segrl.lm import LMConfig, build_lm
+    from segrl.lm.segmenter import LMSegmenter
+
+    model = build_lm(LMConfig(model="slm", context="none", hidden_dim=8, char_dim=8, speller_dim=8,
+                              max_segment_length=8), corpus.vocab)  # fmt: skip
+    words = [w for w in random_words(n=60) if len(w) <= 40]
+    for word, segments in zip(words, LMSegmenter(model).segment_words(words), strict=True):
+        assert "".join(segments) == word, repr(word)
