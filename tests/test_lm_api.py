@@ -164,7 +164,7 @@ def test_training_on_segmentations_and_on_the_marginal_lowers_the_loss():
     assert bits_per_char(fresh.model, texts) == pytest.approx(bits_per_char(slm, texts))
     with pytest.raises(ValueError, match="do not spell"):
         bits_per_char(slm, ["the cats"], [["the", "cats"]])  # the space is missing
-    with pytest.raises(ModelError, match="needs the slm model"):
+    with pytest.raises(ConfigError, match="needs the slm language model"):
         LMTrainer(small("segment-lstm")).marginal_step(texts)
 
 

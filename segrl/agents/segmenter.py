@@ -7,8 +7,6 @@ batches of sentences for the metrics of ``segrl.metrics``, and saves/loads itsel
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
 from segrl.data import CharVocab
 from segrl.errors import ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
+from segrl.files import atomic_folder
 
 POLICY_FILE = "policy.pt"
 META_FILE = "agent_segmenter.json"
@@ -104,10 +103,7 @@ class AgentSegmenter:
 
     def save(self, path: str | Path) -> Path:
         """Save to the folder ``path`` (atomically: a complete folder or the previous one)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        with atomic_folder(path) as tmp:
             torch.save(self.policy.state_dict(), tmp / POLICY_FILE)
             self.vocab.save(tmp / VOCAB_FILE)
             meta = {
@@ -118,12 +114,7 @@ class AgentSegmenter:
                 "hide_spaces": self.hide_spaces,
             }
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
-            if path.exists():
-                shutil.rmtree(path)
-            tmp.rename(path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return path
+        return Path(path)
 
     @classmethod
     def load(cls, path: str | Path, device: torch.device | str = "cpu") -> AgentSegmenter:

@@ -59,7 +59,7 @@ from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import LMConfig, SegmentedBatch, SegmentLM, build_lm
 from segrl.lm.config import resolve_length_penalty
-from segrl.lm.slm import SLM
+from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
 
 CAUSAL_REWARDS = ("incremental", "likelihood")
@@ -179,7 +179,9 @@ class LMEvaluator(Evaluator):
                 values = scores.per_position / scores.n_chars.unsqueeze(1)
                 return _to_positions(values, batch, last_carries=True)
             if variant == "posterior":
-                posterior = _require_slm(self.lm).boundary_posteriors(segmented.chars)
+                posterior = require_slm(self.lm, "the posterior reward").boundary_posteriors(
+                    segmented.chars
+                )
                 q = posterior.double().clamp(POSTERIOR_FLOOR, 1 - POSTERIOR_FLOOR)
                 log_odds = _to_positions(torch.log(q) - torch.log1p(-q), batch)
                 rewards = np.where(batch.splits, log_odds, -log_odds)
@@ -341,9 +343,3 @@ def _policy_log_prob(batch: SegmentationBatch) -> np.ndarray:
     probs = _require_probs(batch)
     taken = np.take_along_axis(probs, batch.decisions[..., None], axis=-1)[..., 0]
     return np.where(batch.free_mask, np.log(np.clip(taken, 1e-12, 1.0)), 0.0).sum(axis=1)
-
-
-def _require_slm(lm: SegmentLM) -> SLM:
-    if not isinstance(lm, SLM):
-        raise ConfigError(f"the posterior reward needs the slm language model, not {lm.name}")
-    return lm

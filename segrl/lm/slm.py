@@ -29,11 +29,12 @@ from torch import nn
 
 from segrl.data.batching import CharBatch
 from segrl.data.vocab import CharVocab
+from segrl.errors import ConfigError
 from segrl.lm import lattice
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
+from segrl.lm.lattice import NEG_INF
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_mask
-from segrl.lm.speller import NEG_INF
 
 
 class SLM(SegmentLM):
@@ -226,3 +227,12 @@ def _scores_from_table(
     values = _lookup(table, first, positions - first + 1)
     per_position = torch.where(batch.ends, values, torch.zeros_like(values))
     return SegmentScores(per_position, per_position.sum(1), batch.chars.lengths + 1)
+
+
+def require_slm(model: object, what: str) -> SLM:
+    """``model`` as an ``SLM``, or a ``ConfigError`` saying that ``what`` needs one."""
+    if not isinstance(model, SLM):
+        raise ConfigError(
+            f"{what} needs the slm language model, not {getattr(model, 'name', model)}"
+        )
+    return model

@@ -20,9 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from segrl.lm.lattice import NEG_INF
 from segrl.lm.rnn import RaggedLSTM
-
-NEG_INF = float("-inf")
 
 
 class Speller(nn.Module):

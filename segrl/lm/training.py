@@ -17,7 +17,7 @@ from segrl.data.batching import iterate_batches
 from segrl.errors import ModelError
 from segrl.lm.base import SegmentLM
 from segrl.lm.segmented import SegmentedBatch
-from segrl.lm.slm import SLM
+from segrl.lm.slm import require_slm
 from segrl.metrics import bits_per_char as nats_to_bits_per_char
 
 
@@ -45,7 +45,7 @@ class LMTrainer:
 
     def marginal_step(self, texts: Sequence[str]) -> dict[str, float]:
         """One update on the marginal ``-log p(X)`` per character (``slm`` only)."""
-        model = _require_slm(self.model)
+        model = require_slm(self.model, "marginal likelihood")
         return self._update(lambda: model.marginal_loss(model.encode(texts)))
 
     def _update(self, compute) -> dict[str, float]:
@@ -96,7 +96,7 @@ def bits_per_char(
     nats, chars = 0.0, 0
     try:
         if segmentations is None:
-            slm = _require_slm(model)
+            slm = require_slm(model, "marginal bits per character")
             for chunk in iterate_batches(list(texts), batch_size):
                 nats -= slm.log_marginal(slm.encode(chunk)).sum().item()
                 chars += sum(len(t) + 1 for t in chunk)
@@ -111,9 +111,3 @@ def bits_per_char(
     finally:
         model.train(was_training)
     return nats_to_bits_per_char(nats, chars) if chars else math.nan
-
-
-def _require_slm(model: SegmentLM) -> SLM:
-    if not isinstance(model, SLM):
-        raise ModelError(f"marginal likelihood needs the slm model, not {model.name}")
-    return model
