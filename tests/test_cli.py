@@ -114,3 +114,18 @@ def test_mlproject_entry_point_logs_child_runs(mlflow_store, small_corpus_file):
     rows = segmenter_runs("segrl")
     assert [r["segmenter"] for r in rows] == ["characters"]
     assert rows[0]["units_per_char"] == 1.0
+
+
+def test_train_set_reaches_the_config_and_flags_win():
+    from segrl.agents import TrainConfig
+    from segrl.cli import build_parser
+    from segrl.cli.common import config_from_args
+
+    args = build_parser().parse_args(
+        ["train", "--set", "reinforce.lr=0.25", "--set", "evaluator.lm.hidden_dim=32", "--set",
+         "reinforce.steps=7", "--steps", "9"]
+    )  # fmt: skip
+    config = config_from_args(TrainConfig, args)
+    assert config.reinforce.lr == 0.25
+    assert config.evaluator.lm.hidden_dim == 32
+    assert config.reinforce.steps == 9  # the flag wins over --set

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import tomllib
 from typing import Any, TypeVar
 
 from segrl.config import build_config
+from segrl.errors import ConfigError
 
 C = TypeVar("C")
 
@@ -14,6 +16,33 @@ def add_config_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help="a TOML config file; flags given here override it"
     )
+
+
+def add_set_arg(parser: argparse.ArgumentParser, example: str) -> None:
+    parser.add_argument(
+        "--set",
+        dest="_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"any config option by its dotted key, e.g. --set {example} (VALUE is read as TOML: "
+        "numbers, true/false, [lists]; otherwise a string)",
+    )
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``["arch.dim=256", "model=nvib"]`` -> ``{"arch.dim": 256, "model": "nvib"}`` (TOML values)."""
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set reinforce.lr=3e-4")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        out[key.strip()] = value
+    return out
 
 
 def add_data_args(parser: argparse.ArgumentParser) -> None:
@@ -104,8 +133,11 @@ def add_tracking_args(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
-    """Defaults, then ``--config``, then every flag whose dest is a config key (given ones only)."""
-    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
+    """Defaults, then ``--config``, then ``--set`` (where the command has it), then every flag whose
+    dest is a config key (given ones only)."""
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
+    overrides = parse_set(getattr(args, "_set", []))
+    overrides.update({k: v for k, v in flags.items() if v is not None})
     overrides.update(extra)
     known = {k: v for k, v in overrides.items() if not k.startswith("_")}
     return build_config(cls, getattr(args, "config", None), known)

@@ -8,10 +8,12 @@ from segrl.cli.common import (
     add_config_arg,
     add_data_args,
     add_gold_args,
+    add_set_arg,
     add_tracking_args,
     config_from_args,
     where_to_look,
 )
+from segrl.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -140,16 +142,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ppo.add_argument("--ppo-ent-coef", dest="ppo.ent_coef", type=float, metavar="X")
     ppo.add_argument("--clip-coef", dest="ppo.clip_coef", type=float, metavar="X")
     add_config_arg(parser)
+    add_set_arg(parser, "reinforce.lr=3e-4 --set evaluator.lm.hidden_dim=256")
     add_data_args(parser)
     add_gold_args(parser)
     add_tracking_args(parser)
     parser.set_defaults(func=run_train_command)
 
 
+AGENT_FLAGS = {
+    "reinforce": ("reinforce.", ("--steps", "--batch-size", "--lr", "--entropy-coef")),
+    "ppo": ("ppo.", ("--ppo-steps", "--num-envs", "--n-steps", "--epochs", "--minibatches",
+                     "--ppo-lr", "--ppo-ent-coef", "--clip-coef")),
+}  # fmt: skip
+"""The flags that only one kind of agent reads (dest prefix, flags), to refuse them for another."""
+
+
+def check_agent_flags(args: argparse.Namespace, agent: str) -> None:
+    """A flag given on the command line that the chosen agent does not read is an error."""
+    reads = "ppo" if agent in ("ppo", "ppo-batched") else "reinforce"
+    for kind, (prefix, _flags) in AGENT_FLAGS.items():
+        if kind == reads:
+            continue
+        given = [k for k, v in vars(args).items() if k.startswith(prefix) and v is not None]
+        if given:
+            others = ", ".join(AGENT_FLAGS[reads][1])
+            raise ConfigError(
+                f"--agent {agent} does not read {', '.join(_flag(k) for k in given)} (flags of "
+                f"{kind}); its own are {others}"
+            )
+
+
+def _flag(dest: str) -> str:
+    if dest.startswith("ppo."):
+        name = dest.removeprefix("ppo.")
+        return {"steps": "--ppo-steps", "lr": "--ppo-lr", "ent_coef": "--ppo-ent-coef"}.get(
+            name, "--" + name.replace("_", "-")
+        )
+    return "--" + dest.removeprefix("reinforce.").replace("_", "-")
+
+
 def run_train_command(args: argparse.Namespace) -> int:
     from segrl.agents import TrainConfig, train
 
     config = config_from_args(TrainConfig, args)
+    check_agent_flags(args, config.agent)
     config.validate()
     print(f"[{config.name}] training; Ctrl-C stops at the next step with a checkpoint", flush=True)
     result = train(config)

@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import tomllib
 from typing import Any
 
 from segrl.cli.common import (
     add_config_arg,
     add_data_args,
     add_gold_args,
+    add_set_arg,
     add_tracking_args,
+    parse_set,
     where_to_look,
 )
-from segrl.errors import ConfigError
 
 SUBCOMMAND_MODULES: tuple[str, ...] = ()
 """Modules adding further ``segrl units`` subcommands (each has ``register(units_subparsers)``)."""
@@ -150,15 +150,7 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> None:
 def add_run_args(parser: argparse.ArgumentParser) -> None:
     """The flags of a unit-model run: config file, ``--set``, training, data, gold, tracking."""
     add_config_arg(parser)
-    parser.add_argument(
-        "--set",
-        dest="_set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any config option by its dotted key, e.g. --set arch.dim=256 --set train.lr=3e-4 "
-        "(VALUE is read as TOML: numbers, true/false, [lists]; otherwise a string)",
-    )
+    add_set_arg(parser, "arch.dim=256 --set train.lr=3e-4")
     group = parser.add_argument_group("training")
     group.add_argument("--steps", dest="train.steps", type=int, metavar="N")
     group.add_argument("--batch-size", dest="train.batch_size", type=int, metavar="N")
@@ -168,21 +160,6 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     add_data_args(parser)
     add_gold_args(parser)
     add_tracking_args(parser)
-
-
-def parse_set(items: list[str]) -> dict[str, Any]:
-    """``["arch.dim=256", "model=nvib"]`` -> ``{"arch.dim": 256, "model": "nvib"}`` (TOML values)."""
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set arch.dim=256")
-        try:
-            value = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw
-        out[key.strip()] = value
-    return out
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
