@@ -53,11 +53,6 @@ def decisions_of(segments: Sequence[str]) -> list[int]:
     return [int(i + 1 in cuts) for i in range(max(n - 1, 0))]
 
 
-def split_words(sentence: str) -> list[str]:
-    """The words of a sentence with known word boundaries (runs of non-space characters)."""
-    return sentence.split()
-
-
 def render(words: Sequence[Sequence[str]], joiner: str = "-") -> str:
     """A sentence's word segmentations as text: segments joined by ``joiner``, words by spaces.
 

@@ -7,6 +7,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
@@ -228,7 +229,14 @@ def test_stable_baselines3_multi_input_policy_trains_on_the_envs(env_id, corpus,
     model = PPO(
         "MultiInputPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu"
     )
+    before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(total_timesteps=64)
+    assert model.num_timesteps == 64
+    changed = [
+        not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True)
+    ]
+    assert any(changed)  # PPO updated the policy from the env's rewards
     observation, _ = env.reset(seed=0)
     action, _ = model.predict(observation, deterministic=True)
-    assert env.action_space.contains(action)
+    _obs, reward, _terminated, _truncated, _info = env.step(action)  # the env takes SB3's action
+    assert np.isfinite(reward)

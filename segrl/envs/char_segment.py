@@ -41,7 +41,7 @@ class CharSegmentEnv(SegmentationEnv):
     positions it covers (for Morfessor and gold: +1 if the decision matches the reference, -1 if
     not), so the episode's rewards sum to the whole sentence's. ``reward="sequence"``: 0 at every step
     but the last, which gets the sentence's score (for Morfessor and gold: minus the alpha-weighted
-    error rate, in ``[-alpha, 0]``).
+    error rate, in ``[-max(alpha, 1 - alpha), 0]``).
 
     ## Starting state
 

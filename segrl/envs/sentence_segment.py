@@ -34,7 +34,7 @@ class SentenceSegmentEnv(SegmentationEnv):
     ## Rewards
 
     ``reward="sequence"``: the evaluator's score of the segmentation (Morfessor and gold: minus the
-    alpha-weighted error rate, in ``[-alpha, 0]``). ``reward="per-action"``: the sum of the
+    alpha-weighted error rate, in ``[-max(alpha, 1 - alpha), 0]``). ``reward="per-action"``: the sum of the
     per-decision rewards, whose vector (``[P]``, 0 where there is no decision) is
     ``info["action_rewards"]``: for Morfessor and gold +1 per right decision, -1 per wrong one.
 

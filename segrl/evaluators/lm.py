@@ -39,8 +39,11 @@ Per-action (``action_rewards``, ``[B, P]``, nats):
   closes. Causal, and a row sums to the ``likelihood`` score.
 
 Rewards that read ``pi`` (``entropy``, ``marginal``, ``space-penalty`` with ``gamma > 0``,
-``resample``) need ``SegmentationBatch.policy_probs``, which the REINFORCE learner fills. Only
-``incremental`` is causal, as ``CharSegment`` needs (``check_stepwise``).
+``resample``) need ``SegmentationBatch.policy_probs``, which the sentence-level learners fill with
+their decisions (REINFORCE and the batched PPO); SB3's PPO on ``CharSegment`` cannot. ``CharSegment``
+gives rewards step by step, so it takes only ``CAUSAL_REWARDS`` (``check_stepwise``): ``incremental``,
+whose reward at a position depends only on the decisions up to it, and the sequence ``likelihood``,
+given once at the end.
 """
 
 from __future__ import annotations

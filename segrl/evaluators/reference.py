@@ -9,7 +9,7 @@ at every word boundary. Rewards count only at the agent's free positions where t
   splits"), ``spurious`` positions the agent splits and the reference does not (its "wrong
   non-splits"), and ``n`` the scored positions; ``alpha = 0.75`` weights missed splits more because
   most positions are not splits. Dividing by ``n`` puts sentences of every length on one scale,
-  ``[-alpha, 0]``, as the LM score is per character (eq. 5.1). 0 is perfect.
+  ``[-max(alpha, 1 - alpha), 0]``, as the LM score is per character (eq. 5.1). 0 is perfect.
 - **per-action** (eq. 5.7): ``+1`` for a right decision, ``-1`` for a wrong one, 0 elsewhere.
 """
 
