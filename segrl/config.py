@@ -101,6 +101,15 @@ def build_config(
     values: dict[str, Any] = {}
     if path is not None:
         values = _read_toml(Path(path))
+        unset = values.pop(UNSET_KEY, [])
+        if not isinstance(unset, list) or not all(isinstance(k, str) for k in unset):
+            raise ConfigError(f"{path}: {UNSET_KEY} must be a list of dotted option names")
+        for key in unset:  # options saved as None (TOML has no null)
+            node = values
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = None
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -119,25 +128,35 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
 
 def flatten_config(cfg: Any) -> dict[str, Any]:
     """The config as one level of dotted keys, for MLflow params."""
-    out: dict[str, Any] = {}
+    return _flatten(config_to_dict(cfg))
 
-    def walk(prefix: str, node: dict[str, Any]) -> None:
-        for key, value in node.items():
-            name = f"{prefix}{key}"
-            if isinstance(value, dict):
-                walk(name + ".", value)
-            else:
-                out[name] = value
 
-    walk("", config_to_dict(cfg))
-    return out
+UNSET_KEY = "_unset"
+"""The top-level list of a saved config that names the options whose value is None (TOML has no
+null; leaving them out would reload an option whose default is not None with its default)."""
 
 
 def save_config(cfg: Any, path: str | Path) -> Path:
-    """Write the config as TOML (None values are left out: they are the defaults)."""
+    """Write the config as TOML; options that are None are listed in ``_unset``, so that
+    ``load_config`` gives back the same config."""
     path = Path(path)
-    path.write_text(_to_toml(config_to_dict(cfg)), encoding="utf-8")
+    values = config_to_dict(cfg)
+    unset = sorted(k for k, v in _flatten(values).items() if v is None)
+    text = _to_toml(values)
+    if unset:
+        text = f"{UNSET_KEY} = {_toml_value(unset)}\n" + text
+    path.write_text(text, encoding="utf-8")
     return path
+
+
+def _flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def load_config(cls: type[C], path: str | Path) -> C:

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from segrl.config import (
@@ -47,3 +49,42 @@ def test_flatten_config_uses_dotted_keys():
     assert flat["data.max_len"] == 128
     assert flat["tracking.experiment"] == "segrl"
     assert flat["method"] == "morfessor"
+
+
+def _unset_every_optional(cfg) -> None:
+    """Set to None every option that may be None but is not by default (recursively)."""
+    import types
+    import typing
+
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            _unset_every_optional(value)
+            continue
+        hint = hints[f.name]
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        if union and type(None) in typing.get_args(hint) and value is not None:
+            setattr(cfg, f.name, None)
+
+
+def _every_config():
+    from segrl.agents import TrainConfig
+    from segrl.config import BaselineConfig
+    from segrl.lm.levels import LevelsConfig
+    from segrl.lm.segmenter import LMTrainConfig
+    from segrl.units.config import units_config_class
+    from segrl.units.probing import ProbeConfig
+
+    units = [units_config_class(m)() for m in ("transformer", "nvib", "dcsa", "stride")]
+    return [TrainConfig(), BaselineConfig(), LMTrainConfig(), LevelsConfig(), ProbeConfig(), *units]
+
+
+@pytest.mark.parametrize("unset", [False, True], ids=["defaults", "optionals-unset"])
+def test_every_config_round_trips_through_save_and_load(tmp_path, unset):
+    """A saved config reloads as it was: None too, where the option's default is not None."""
+    for cfg in _every_config():
+        if unset:
+            _unset_every_optional(cfg)
+        path = save_config(cfg, tmp_path / f"{type(cfg).__name__}.toml")
+        assert load_config(type(cfg), path) == cfg, type(cfg).__name__
