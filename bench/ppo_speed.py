@@ -26,8 +26,8 @@ import torch
 from segrl.agents.config import TrainConfig
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.ppo_batched import BatchedPPO
-from segrl.agents.ppo_policy import build_sb3_model
-from segrl.agents.ppo_vec_env import SegmentVecEnv
+from segrl.agents.sb3.policy import build_sb3_model
+from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import separator_id
 from segrl.config import build_config
 from segrl.data import load_corpus

@@ -11,7 +11,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
-from segrl.agents.trainer import train_reinforce
+from segrl.agents.reinforce import train_reinforce
 from segrl.checkpoint import load_checkpoint
 from segrl.config import build_config
 from segrl.data.vocab import CharVocab

@@ -12,11 +12,11 @@ from stable_baselines3 import PPO
 from segrl import tracking
 from segrl.agents import TrainConfig
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
-from segrl.agents.ppo import EvaluatorUpdates, train_ppo
 from segrl.agents.ppo_batched import BatchedPPO, ppo_loss, train_ppo_batched
 from segrl.agents.ppo_masks import DELETE, MODIFY, REPEAT, text_rule_masks
-from segrl.agents.ppo_policy import MlflowOutputFormat, SegmenterFeaturesExtractor, build_sb3_model
-from segrl.agents.ppo_vec_env import SegmentVecEnv
+from segrl.agents.sb3.policy import MlflowOutputFormat, SegmenterFeaturesExtractor, build_sb3_model
+from segrl.agents.sb3.train import EvaluatorUpdates, train_ppo
+from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.checkpoint import load_checkpoint
 from segrl.cli import EXIT_USER_ERROR, main

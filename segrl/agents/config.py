@@ -62,7 +62,7 @@ class ReinforceConfig:
 
 @dataclass
 class PPOConfig:
-    """PPO, both ways (``segrl.agents.ppo`` with stable-baselines3 on ``CharSegment``, one decision
+    """PPO, both ways (``segrl.agents.sb3`` with stable-baselines3 on ``CharSegment``, one decision
     per step; ``segrl.agents.ppo_batched`` on ``SentenceSegment``, a sentence's decisions in one
     step). One training step is one iteration: a rollout, then ``epochs`` passes of
     ``minibatches`` minibatches over it."""

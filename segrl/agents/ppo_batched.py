@@ -115,6 +115,14 @@ class BatchedPPO:
             logits = logits.masked_fill(~allowed, MASKED_LOGIT)
         return logits, self.value(features).squeeze(-1)
 
+    @property
+    def sentences_per_step(self) -> int:
+        return self.config.num_envs
+
+    @property
+    def steps(self) -> int:
+        return self.config.steps
+
     def step(
         self, env: VectorSentenceSegmentEnv, observation: dict[str, np.ndarray]
     ) -> tuple[dict[str, np.ndarray], dict[str, float], SegmentationBatch]:
@@ -236,14 +244,6 @@ def standardise(values: torch.Tensor, mask: torch.Tensor | None = None) -> torch
     return (values - chosen.mean()) / (chosen.std() + 1e-8)
 
 
-def batched_ppo_learner(
-    policy: SegmenterPolicy, config: TrainConfig, device: torch.device
-) -> tuple[BatchedPPO, int, int]:
-    """The batched PPO for ``train_sentence_agent``: the learner, sentences per step, steps."""
-    learner = BatchedPPO(policy, config.ppo, config.env.reward, device)
-    return learner, config.ppo.num_envs, config.ppo.steps
-
-
 def train_ppo_batched(
     config: TrainConfig,
     corpus: Corpus | None = None,
@@ -252,4 +252,8 @@ def train_ppo_batched(
 ) -> TrainResult:
     """The ``segrl train --agent ppo-batched`` job: REINFORCE's job (run folder, checkpoints and
     resumption, MLflow logging, evaluation, registration) with the batched PPO as the learner."""
-    return train_sentence_agent(config, batched_ppo_learner, corpus, gold, on_step)
+
+    def make_learner(policy: SegmenterPolicy, device: torch.device) -> BatchedPPO:
+        return BatchedPPO(policy, config.ppo, config.env.reward, device)
+
+    return train_sentence_agent(config, make_learner, corpus, gold, on_step)

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from segrl.agents.trainer import TrainResult
 
 AGENTS: dict[str, str] = {
-    "reinforce": "segrl.agents.trainer:train_reinforce",
-    "ppo": "segrl.agents.ppo:train_ppo",
+    "reinforce": "segrl.agents.reinforce:train_reinforce",
+    "ppo": "segrl.agents.sb3.train:train_ppo",
     "ppo-batched": "segrl.agents.ppo_batched:train_ppo_batched",
 }
 

@@ -22,6 +22,7 @@ from non-splits. Gradients are clipped to ``max_grad_norm``. Sampling is for tra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,9 +30,11 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from segrl.agents.config import ReinforceConfig
+from segrl.agents.config import ReinforceConfig, TrainConfig
 from segrl.agents.policies import SegmenterPolicy, masked_mean
 from segrl.agents.segmenter import pad_positions, trim
+from segrl.agents.trainer import TrainResult, train_sentence_agent
+from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.evaluators import SegmentationBatch
 
@@ -93,6 +96,14 @@ class Reinforce:
             self.baseline_optimizer = torch.optim.Adam(
                 self.baseline.parameters(), lr=config.baseline_lr
             )
+
+    @property
+    def sentences_per_step(self) -> int:
+        return self.config.batch_size
+
+    @property
+    def steps(self) -> int:
+        return self.config.steps
 
     def step(
         self, env: VectorSentenceSegmentEnv, observation: dict[str, np.ndarray]
@@ -165,3 +176,22 @@ class Reinforce:
         if self.baseline is not None:
             self.baseline.load_state_dict(state["baseline"])
             self.baseline_optimizer.load_state_dict(state["baseline_optimizer"])
+
+
+def train_reinforce(
+    config: TrainConfig,
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+    on_step: Callable[[int, dict[str, float]], bool] | None = None,
+) -> TrainResult:
+    """The ``segrl train --agent reinforce`` job (``segrl.agents.trainer.train_sentence_agent``
+    with ``Reinforce`` as the learner): returns the final metrics and where everything is.
+
+    ``on_step(step, stats)`` is called after every update; returning True stops training there as a
+    Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
+    """
+
+    def make_learner(policy: SegmenterPolicy, device: torch.device) -> Reinforce:
+        return Reinforce(policy, config.reinforce, config.env.reward, device)
+
+    return train_sentence_agent(config, make_learner, corpus, gold, on_step)

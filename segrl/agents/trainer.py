@@ -1,5 +1,7 @@
-"""The ``segrl train --agent reinforce`` job: build the task, train with checkpoints, evaluate as it
-goes, log everything to MLflow, register the final segmenter for ``segrl compare``.
+"""The training job of every agent, around its learner: build the task, train with checkpoints,
+evaluate as it goes, log everything to MLflow, register the final segmenter for ``segrl compare``.
+``train_sentence_agent`` runs the learners that take whole sentences (``segrl.agents.reinforce``,
+``segrl.agents.ppo_batched``); ``segrl.agents.sb3`` shares its set-up, evaluation and finish.
 
 Inputs are read and checked, and the run folder chosen, before an MLflow run starts, so bad input
 leaves nothing behind. A run resumes from its folder's checkpoint (see ``segrl.jobs``); the
@@ -14,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -22,7 +24,6 @@ from segrl import tracking
 from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig
 from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
-from segrl.agents.reinforce import Reinforce
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
 from segrl.data import Corpus, GoldWord
@@ -48,31 +49,34 @@ class TrainResult:
     """The checkpoint step training resumed from (None for a fresh run)."""
 
 
-def train_reinforce(
-    config: TrainConfig,
-    corpus: Corpus | None = None,
-    gold: list[GoldWord] | None = None,
-    on_step: Callable[[int, dict[str, float]], bool] | None = None,
-) -> TrainResult:
-    """Train a segmenter policy with REINFORCE as ``config`` says; returns the final metrics.
+class SentenceLearner(Protocol):
+    """What ``train_sentence_agent`` trains with: a learner that takes a batch of whole sentences per
+    update (``SentenceSegment``), as ``Reinforce`` and ``BatchedPPO`` do."""
 
-    ``on_step(step, stats)`` is called after every update; returning True stops training there as a
-    Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
-    """
-    return train_sentence_agent(config, reinforce_learner, corpus, gold, on_step)
+    @property
+    def sentences_per_step(self) -> int:
+        """Sentences per update (the batched environment's width)."""
+        ...
 
+    @property
+    def steps(self) -> int:
+        """Updates in all (the job's work budget)."""
+        ...
 
-def reinforce_learner(
-    policy: SegmenterPolicy, config: TrainConfig, device: torch.device
-) -> tuple[Reinforce, int, int]:
-    """REINFORCE for ``train_sentence_agent``: the learner, sentences per step, steps."""
-    learner = Reinforce(policy, config.reinforce, config.env.reward, device)
-    return learner, config.reinforce.batch_size, config.reinforce.steps
+    def step(
+        self, env: VectorSentenceSegmentEnv, observation: Any
+    ) -> tuple[Any, dict[str, float], Any]:
+        """One update: ``(next observation, stats with "reward", the segmented batch)``."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 def train_sentence_agent(
     config: TrainConfig,
-    make_learner: Callable[[SegmenterPolicy, TrainConfig, torch.device], tuple[Any, int, int]],
+    make_learner: Callable[[SegmenterPolicy, torch.device], SentenceLearner],
     corpus: Corpus | None = None,
     gold: list[GoldWord] | None = None,
     on_step: Callable[[int, dict[str, float]], bool] | None = None,
@@ -80,9 +84,7 @@ def train_sentence_agent(
     """Train a segmenter policy with a learner that takes a batch of whole sentences per step
     (``SentenceSegment``): REINFORCE, the batched PPO.
 
-    ``make_learner(policy, config, device)`` gives ``(learner, sentences per step, steps)``; the
-    learner has ``step(env, observation) -> (observation, stats, batch)`` (``stats`` with
-    ``reward``), ``state_dict`` and ``load_state_dict``, as ``Reinforce`` has.
+    ``make_learner(policy, device)`` gives the ``SentenceLearner`` that trains ``policy``.
     """
     config.validate()
     tracking.ensure_reachable()
@@ -100,8 +102,9 @@ def train_sentence_agent(
         config.segmenter,
         separator_id(task.corpus.vocab),
     )
-    learner, batch_size, steps = make_learner(policy.to(device), config, device)
-    env = VectorSentenceSegmentEnv(batch_size, seed=config.seed, setup=setup)
+    learner = make_learner(policy.to(device), device)
+    steps = learner.steps
+    env = VectorSentenceSegmentEnv(learner.sentences_per_step, seed=config.seed, setup=setup)
     observation = env.reset()
     segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
 

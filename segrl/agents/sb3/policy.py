@@ -31,7 +31,7 @@ from torch import nn
 from segrl import tracking
 from segrl.agents.config import TrainConfig
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy, bucketed_char_states
-from segrl.agents.ppo_vec_env import SegmentVecEnv
+from segrl.agents.sb3.vec_env import SegmentVecEnv
 
 
 def current_words(

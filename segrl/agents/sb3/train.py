@@ -1,6 +1,6 @@
 """The ``segrl train --agent ppo`` job: stable-baselines3 PPO on ``CharSegment`` (one decision per
-step), with the segmenter policy inside SB3 (``segrl.agents.ppo_policy``) and the project's batched
-environment as SB3's ``VecEnv`` (``segrl.agents.ppo_vec_env``), so one evaluator serves every
+step), with the segmenter policy inside SB3 (``segrl.agents.sb3.policy``) and the project's batched
+environment as SB3's ``VecEnv`` (``segrl.agents.sb3.vec_env``), so one evaluator serves every
 episode. With the full rule set (``--rules full``) it is sb3-contrib's ``MaskablePPO`` with the masks
 of ``segrl.agents.ppo_masks``.
 
@@ -25,8 +25,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from segrl import tracking
 from segrl.agents.config import TrainConfig
-from segrl.agents.ppo_policy import build_sb3_model
-from segrl.agents.ppo_vec_env import SegmentVecEnv
+from segrl.agents.sb3.policy import build_sb3_model
+from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import build_task
 from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, open_job, open_run
