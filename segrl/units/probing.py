@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
+from segrl.metrics import prf_from_counts
 from segrl.units.base import UnitModel
 from segrl.units.evaluation import encode_texts
 
@@ -155,10 +156,9 @@ def count_outcomes(predictions: torch.Tensor, labels: torch.Tensor) -> tuple[int
 
 
 def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
+    """Probe P/R/F1 from counts, by ``segrl.metrics.prf_from_counts`` as every segmenter's."""
+    scores = prf_from_counts(tp, tp + fp, tp + fn)
+    return {"precision": scores.precision, "recall": scores.recall, "f1": scores.f1}
 
 
 class ForwardProbe(nn.Module):
