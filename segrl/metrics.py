@@ -6,7 +6,8 @@
 - ``segment_matching_prf``: the segment-matching P/R/F1 used for units read off attention maps (each
   segment/word pair scored by the length of their longest common substring, a one-to-one Hungarian
   matching, P = LCS/|segment|, R = LCS/|word| per matched pair, macro-averaged over pairs, then sentences).
-- ``bits_per_char`` and ``units_per_char``.
+- ``nats_to_bits_per_char`` (a model's own ``bits_per_char`` is ``segrl.lm.training``'s) and
+  ``units_per_char``.
 
 ``segmentation_metrics`` turns predictions into the dictionary of standard metric names that every
 segmenter logs, so one MLflow view compares them all.
@@ -159,7 +160,7 @@ def segment_matching_prf(
     return PRF(precision, recall, f1)
 
 
-def bits_per_char(nll_nats: float, n_chars: int) -> float:
+def nats_to_bits_per_char(nll_nats: float, n_chars: int) -> float:
     """Negative log-likelihood in nats, summed over ``n_chars`` characters, as bits per character."""
     if n_chars <= 0:
         raise ValueError("bits per character needs at least one character")

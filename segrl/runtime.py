@@ -55,3 +55,16 @@ def set_threads(threads: int | None, option: str = "--threads") -> None:
             "PyTorch's default"
         )
     torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """``model`` in eval mode (no dropout), without gradients, inside the block; its mode as it was
+    afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)

@@ -8,9 +8,9 @@ from segrl.metrics import (
     BOUNDARY_PRECISION,
     BOUNDARY_RECALL,
     UNITS_PER_CHAR,
-    bits_per_char,
     boundary_prf,
     longest_common_substring,
+    nats_to_bits_per_char,
     prf_from_counts,
     segment_matching_prf,
     segmentation_metrics,
@@ -104,9 +104,9 @@ def test_segment_matching_uses_one_to_one_assignment():
 
 
 def test_bits_per_char():
-    assert bits_per_char(2 * math.log(2) * 5, 5) == pytest.approx(2.0)
+    assert nats_to_bits_per_char(2 * math.log(2) * 5, 5) == pytest.approx(2.0)
     with pytest.raises(ValueError):
-        bits_per_char(1.0, 0)
+        nats_to_bits_per_char(1.0, 0)
 
 
 def test_units_per_char_ignores_spaces():

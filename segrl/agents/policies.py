@@ -28,7 +28,7 @@ from torch import nn
 from segrl.errors import ConfigError
 
 SEGMENTERS = ("bilstm", "transformer")
-CONTEXTS = ("word", "text")
+SEGMENTER_CONTEXTS = ("word", "text")
 BUCKETS = 4
 """Length groups a batch is encoded in (see ``bucketed_char_states``)."""
 
@@ -64,9 +64,9 @@ class SegmenterConfig:
             )
         if min(self.embedding_dim, self.hidden_dim, self.layers, self.transformer_layers) < 1:
             raise ConfigError("segmenter sizes and layer counts must be at least 1")
-        if self.context not in CONTEXTS:
+        if self.context not in SEGMENTER_CONTEXTS:
             raise ConfigError(
-                f"unknown segmenter context {self.context!r}; choose one of: {', '.join(CONTEXTS)}"
+                f"unknown segmenter context {self.context!r}; choose one of: {', '.join(SEGMENTER_CONTEXTS)}"
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"segmenter.dropout must be in [0, 1), got {self.dropout}")

@@ -18,6 +18,7 @@ from segrl.data import CharVocab
 from segrl.errors import ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
 from segrl.files import atomic_folder
+from segrl.runtime import eval_mode
 
 POLICY_FILE = "policy.pt"
 META_FILE = "agent_segmenter.json"
@@ -68,9 +69,7 @@ class AgentSegmenter:
         generator: torch.Generator | None = None,
     ) -> SegmentationBatch:
         """``batch`` with the policy's decisions at its free positions (argmax, or sampled)."""
-        was_training = self.policy.training
-        self.policy.eval()
-        try:
+        with eval_mode(self.policy):
             ids, lengths, _width = trim(batch.ids, batch.lengths)
             logits = self.policy(ids.to(self.device), lengths.to(self.device))  # [B, W-1, A]
             if sample:
@@ -79,8 +78,6 @@ class AgentSegmenter:
             else:
                 actions = logits.argmax(dim=-1)
             actions = pad_positions(actions.cpu(), batch.positions)
-        finally:
-            self.policy.train(was_training)
         return batch.with_decisions(actions.numpy())
 
     def decide_sentences(self, sentences: Sequence[str]) -> SegmentationBatch:

@@ -64,6 +64,7 @@ from segrl.lm import LMConfig, SegmentedBatch, SegmentLM, build_lm
 from segrl.lm.config import resolve_length_penalty
 from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
+from segrl.runtime import eval_mode
 
 CAUSAL_REWARDS = ("incremental", "likelihood")
 """Variants whose rewards ``CharSegment`` can give step by step."""
@@ -153,7 +154,7 @@ class LMEvaluator(Evaluator):
     def _log_probs(self, batch: SegmentationBatch) -> tuple[np.ndarray, np.ndarray]:
         """``(log p(X, S) [B], |X| [B])`` in eval mode. A segmentation the LM cannot generate (a
         segment longer than ``max_segment_length``) scores ``-MAX_NATS`` per character."""
-        with _eval(self.lm):
+        with eval_mode(self.lm):
             scores = self.lm.score(self.segmented(batch))
         total = scores.total.double().cpu().numpy()
         n_chars = scores.n_chars.double().cpu().numpy()
@@ -176,7 +177,7 @@ class LMEvaluator(Evaluator):
     def action_rewards(self, batch: SegmentationBatch) -> np.ndarray:
         variant = self.action_variant
         segmented = self.segmented(batch)
-        with _eval(self.lm):
+        with eval_mode(self.lm):
             if variant == "incremental":
                 scores = self.lm.score(segmented)
                 values = scores.per_position / scores.n_chars.unsqueeze(1)
@@ -248,7 +249,7 @@ class LMEvaluator(Evaluator):
         ``slm``'s marginal bits per character over every segmentation."""
         nats = marginal = chars = all_chars = 0.0
         texts = unscorable = 0
-        with _eval(self.lm):
+        with eval_mode(self.lm):
             for batch in batches:
                 segmented = self.segmented(batch)
                 scores = self.lm.score(segmented)
@@ -286,20 +287,6 @@ class LMEvaluator(Evaluator):
         self.rng.bit_generator.state = state["rng"]
         self.batches_seen = int(state["batches_seen"])
         self.pretrained = bool(state["pretrained"])
-
-
-class _eval:
-    """The model in eval mode (no dropout) inside the block, as it was after."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-
-    def __enter__(self) -> None:
-        self.was_training = self.model.training
-        self.model.eval()
-
-    def __exit__(self, *exc: object) -> None:
-        self.model.train(self.was_training)
 
 
 def _examples(batch: SegmentationBatch) -> list[tuple[str, list[str]]]:

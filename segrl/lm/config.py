@@ -11,7 +11,7 @@ WORD_LIST_LENGTH_PENALTY = 0.05
 """The length penalty on word lists: without one the marginal likelihood keeps every word whole
 (boundary F1 0 in English, Hungarian, Spanish and Czech); 0.05 and 0.1 did about equally well across
 the four, 0.1 over-split English and hurt running text most (docs/results.md)."""
-CONTEXTS = ("lstm", "words", "none")
+LM_CONTEXTS = ("lstm", "words", "none")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
 from segrl.lm.base import SegmentLM
-from segrl.lm.config import CONTEXTS, MODELS, LMConfig
+from segrl.lm.config import LM_CONTEXTS, MODELS, LMConfig
 from segrl.lm.segment_lstm import SegmentLSTM
 from segrl.lm.slm import SLM
 
@@ -33,9 +33,9 @@ def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None =
         raise ConfigError(
             f"unknown language model {config.model!r}; choose one of: {', '.join(MODELS)}"
         )
-    if config.context not in CONTEXTS:
+    if config.context not in LM_CONTEXTS:
         raise ConfigError(
-            f"unknown context {config.context!r}; choose one of: {', '.join(CONTEXTS)}"
+            f"unknown context {config.context!r}; choose one of: {', '.join(LM_CONTEXTS)}"
         )
     if config.max_segment_length is not None and config.max_segment_length < 1:
         raise ConfigError(f"max_segment_length must be at least 1, got {config.max_segment_length}")

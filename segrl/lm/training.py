@@ -18,7 +18,8 @@ from segrl.errors import ModelError
 from segrl.lm.base import SegmentLM
 from segrl.lm.segmented import SegmentedBatch
 from segrl.lm.slm import require_slm
-from segrl.metrics import bits_per_char as nats_to_bits_per_char
+from segrl.metrics import nats_to_bits_per_char
+from segrl.runtime import eval_mode
 
 
 class LMTrainer:
@@ -91,10 +92,8 @@ def bits_per_char(
     """Held-out bits per character of ``texts`` (spaces and one end-of-text per text counted):
     under ``segmentations`` (one list of segments per text), or, when None, marginally over all
     segmentations (``slm`` only)."""
-    was_training = model.training
-    model.eval()
     nats, chars = 0.0, 0
-    try:
+    with eval_mode(model):
         if segmentations is None:
             slm = require_slm(model, "marginal bits per character")
             for chunk in iterate_batches(list(texts), batch_size):
@@ -108,6 +107,4 @@ def bits_per_char(
                 scores = model.score(model.segmented(segments=chunk))
                 nats -= scores.total.sum().item()
                 chars += int(scores.n_chars.sum())
-    finally:
-        model.train(was_training)
     return nats_to_bits_per_char(nats, chars) if chars else math.nan

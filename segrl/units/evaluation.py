@@ -8,15 +8,12 @@ reconstruction is measured on both noised (as in training) and clean input.
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections.abc import Iterator, Sequence
 
-import torch
-
 from segrl.data.vocab import CharVocab
 from segrl.metrics import evaluate_sentence_segmenter
-from segrl.runtime import autocast
+from segrl.runtime import autocast, eval_mode
 from segrl.units.base import RECONSTRUCTION, Encoding, UnitModel, make_autoencoder_batch
 from segrl.units.noise import delete_characters
 from segrl.units.segments import segments_from_attention
@@ -26,18 +23,6 @@ ACCURACY = "accuracy"
 RECONSTRUCTION_CLEAN = "reconstruction_clean"
 KEPT_PER_CHAR = "kept_per_char"
 """Vectors (units) the decoder may read, per input character."""
-
-
-@contextlib.contextmanager
-def eval_mode(model: torch.nn.Module) -> Iterator[None]:
-    """Put ``model`` in eval mode, without gradients, and restore its mode afterwards."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
 
 
 def _length_batches(texts: Sequence[str], batch_size: int) -> Iterator[list[int]]:
