@@ -91,6 +91,17 @@ class BaselineConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
+def check_threads(threads: int | None, option: str = "--threads") -> None:
+    """A ``ConfigError`` unless ``threads`` is None (PyTorch's default) or a positive count."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(
+            f"{option} must be a positive number of CPU threads, got {threads!r}; leave it out for "
+            "PyTorch's default"
+        )
+
+
 def build_config(
     cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None
 ) -> C:

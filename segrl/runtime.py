@@ -8,6 +8,7 @@ import random
 import numpy as np
 import torch
 
+from segrl.config import check_threads
 from segrl.errors import ConfigError
 
 
@@ -46,15 +47,10 @@ def autocast(device: torch.device, precision: str = "fp32"):
 
 def set_threads(threads: int | None, option: str = "--threads") -> None:
     """Use ``threads`` CPU threads in PyTorch (None: PyTorch's default); anything below 1 is a
-    ``ConfigError``."""
-    if threads is None:
-        return
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ConfigError(
-            f"{option} must be a positive number of CPU threads, got {threads!r}; leave it out for "
-            "PyTorch's default"
-        )
-    torch.set_num_threads(threads)
+    ``ConfigError`` (``segrl.config.check_threads``)."""
+    check_threads(threads, option)
+    if threads is not None:
+        torch.set_num_threads(threads)
 
 
 @contextlib.contextmanager

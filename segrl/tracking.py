@@ -305,11 +305,12 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
 
 
 def finished_run_with_tag(
-    parent_run_id: str, key: str, value: str, metrics: Sequence[str]
+    parent_run_id: str, key: str, value: str, metrics: Sequence[str], uri: str | None = None
 ) -> dict[str, Any] | None:
-    """The newest finished child run of ``parent_run_id`` whose tag ``key`` is ``value``: its
-    ``run_id`` and the named ``metrics`` it logged; None where there is none."""
-    client = MlflowClient(ensure_reachable())
+    """The newest finished child run of ``parent_run_id`` whose tag ``key`` is ``value``, in the
+    store at ``uri`` (default: the one in use): its ``run_id`` and the named ``metrics`` it logged;
+    None where there is none."""
+    client = MlflowClient(ensure_reachable(uri))
     experiment = client.get_run(parent_run_id).info.experiment_id
     runs = client.search_runs(
         [experiment],

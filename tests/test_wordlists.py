@@ -140,10 +140,10 @@ def test_wordfreq_corpus():
 def test_weighted_episode_sampling_follows_dampened_counts():
     from segrl.envs.setup import SentenceSource
 
-    source = SentenceSource(["rare", "common"], seed=0, weights=[1, 9])
+    source = SentenceSource(["rare", "common"], seed=0, probabilities=np.array([0.1, 0.9]))
     draws = Counter(source.take(4000))
     assert 0.87 < draws["common"] / 4000 < 0.93
-    again = SentenceSource(["rare", "common"], seed=0, weights=[1, 9])
+    again = SentenceSource(["rare", "common"], seed=0, probabilities=np.array([0.1, 0.9]))
     again.load_state_dict(source.state_dict())
     assert again.take(50) == source.take(50)
 
@@ -162,6 +162,10 @@ def test_env_setup_of_a_word_list_weights_its_words(tmp_path):
     )
     setup = EnvSetup.create(corpus=corpus, evaluator="morfessor")
     assert setup.weights == [WORDS[w] for w in setup.sentences]
+    total = sum(WORDS.values())
+    assert setup.draw_probabilities.tolist() == pytest.approx(
+        [WORDS[w] / total for w in setup.sentences]
+    )
 
 
 def test_sentencepiece_trains_on_word_frequencies(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from segrl.agents.policies import SegmenterConfig
-from segrl.config import DataConfig, GoldConfig, TrackingConfig
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_threads
 from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
 from segrl.evaluators.registry import EvaluatorConfig
@@ -181,11 +181,7 @@ class TrainConfig:
             raise ConfigError("gold_heldout_fraction must be between 0 and 1")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ConfigError("max_minutes must be positive")
-        if self.threads is not None and (isinstance(self.threads, bool) or self.threads < 1):
-            raise ConfigError(
-                f"--threads must be a positive number of CPU threads, got {self.threads}; leave it "
-                "out for PyTorch's default"
-            )
+        check_threads(self.threads)
 
     @property
     def name(self) -> str:

@@ -86,14 +86,7 @@ def train_sentence_agent(
 
     ``make_learner(policy, device)`` gives the ``SentenceLearner`` that trains ``policy``.
     """
-    config.validate()
-    tracking.ensure_reachable()
-    device = resolve_device(config.device)
-    task = build_task(config, corpus, gold)
-    run = open_run(config)
-    set_threads(config.threads)
-
-    seed_everything(config.seed)
+    device, task, run = prepare_job(config, corpus, gold)
     setup = task.setup
     policy = SegmenterPolicy(
         setup.vocab_size,
@@ -152,6 +145,21 @@ def train_sentence_agent(
         total_seconds = elapsed + job.session_seconds
         metrics = finish(segmenter, task, run, config, step, total_seconds)
     return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
+
+
+def prepare_job(
+    config: TrainConfig, corpus: Corpus | None, gold: list[GoldWord] | None
+) -> tuple[torch.device, TrainingTask, RunDir]:
+    """What every agent's job does before it builds its model: check the config and the tracking
+    store, read and check the inputs, open the run folder, set the threads, seed everything."""
+    config.validate()
+    tracking.ensure_reachable()
+    device = resolve_device(config.device)
+    task = build_task(config, corpus, gold)
+    run = open_run(config)
+    set_threads(config.threads)
+    seed_everything(config.seed)
+    return device, task, run
 
 
 def open_run(config: TrainConfig) -> RunDir:

@@ -113,8 +113,9 @@ def run_cell(job: CellJob) -> dict:
     base = {"cell": job.cell.id, "log": str(log), "command": "segrl " + " ".join(argv)}
     if code != 0:
         return {**base, "status": "failed", "returncode": code, "tail": _tail(log)}
-    os.environ["MLFLOW_TRACKING_URI"] = job.tracking_uri
-    found = tracking.finished_run_with_tag(job.parent_run_id, CELL_TAG, job.cell.id, METRICS)
+    found = tracking.finished_run_with_tag(
+        job.parent_run_id, CELL_TAG, job.cell.id, METRICS, uri=job.tracking_uri
+    )
     if found is None or not all(m in found for m in METRICS):
         return {
             **base,

@@ -93,6 +93,7 @@ def run_bench(
         resume_run_id=resume,
     ) as parent:
         parent_id = parent.info.run_id
+        store = tracking.absolute_tracking_uri()  # the cells may run in other folders (Ray)
         _write_json(state_file, {"suite": suite.name, "parent_run_id": parent_id})
         jobs = [
             CellJob(
@@ -100,7 +101,7 @@ def run_bench(
                 root=str(folder.resolve()),
                 experiment=experiment,
                 parent_run_id=parent_id,
-                tracking_uri=tracking.absolute_tracking_uri(),
+                tracking_uri=store,
                 cwd=str(Path.cwd()),
                 tags={
                     "segrl.bench.suite": suite.name,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from segrl.envs.episodes import EpisodeSlots
 from segrl.envs.setup import EnvSetup
@@ -46,12 +45,11 @@ class SegmentationEnv(gym.Env):
             )
         text = (options or {}).get("text")
         if text is None:
-            sentences, weights = self.setup.sentences, self.setup.weights
-            if weights is None:
+            sentences, p = self.setup.sentences, self.setup.draw_probabilities
+            if p is None:
                 text = sentences[int(self.np_random.integers(len(sentences)))]
             else:
-                p = np.asarray(weights, dtype=np.float64)
-                text = sentences[int(self.np_random.choice(len(sentences), p=p / p.sum()))]
+                text = sentences[int(self.np_random.choice(len(sentences), p=p))]
         self.slots.load([0], [text])
         self._done = False
         return {"sentence": text}

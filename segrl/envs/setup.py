@@ -81,6 +81,17 @@ class EnvSetup:
     weights: list[int] | None
     """For a word list, how often each of ``sentences`` is drawn relative to the others (its
     dampened count); None draws every sentence once per epoch."""
+
+    @functools.cached_property
+    def draw_probabilities(self) -> np.ndarray | None:
+        """``weights`` normalised to sum to 1 (computed once); None without weights."""
+        if self.weights is None:
+            return None
+        w = np.asarray(self.weights, dtype=np.float64)
+        if w.shape != (len(self.sentences),) or (w < 0).any() or w.sum() <= 0:
+            raise DataError("weights must be one non-negative number per text, not all zero")
+        return w / w.sum()
+
     evaluator: Evaluator
     config: EnvConfig
     max_len: int
@@ -144,24 +155,20 @@ class EnvSetup:
 class SentenceSource:
     """Sentences in seeded shuffled epochs: every sentence once per epoch; resumable.
 
-    With ``weights`` (a word list's dampened counts), an epoch is as many draws with replacement,
-    each text drawn with probability proportional to its weight.
+    With ``probabilities`` (a word list's dampened counts, normalised), an epoch is as many draws
+    with replacement, each text drawn with its probability.
     ``state_dict``/``load_state_dict`` keep the epoch's order and the cursor, so a resumed training
     run sees the same sentences as an uninterrupted one.
     """
 
     def __init__(
-        self, sentences: Sequence[str], seed: int = 0, weights: Sequence[float] | None = None
+        self, sentences: Sequence[str], seed: int = 0, probabilities: np.ndarray | None = None
     ):
         if not sentences:
             raise DataError("no sentences to draw episodes from")
         self.sentences = list(sentences)
-        self.p = None
-        if weights is not None:
-            w = np.asarray(weights, dtype=np.float64)
-            if w.shape != (len(self.sentences),) or (w < 0).any() or w.sum() <= 0:
-                raise DataError("weights must be one non-negative number per text, not all zero")
-            self.p = w / w.sum()
+        self.p = probabilities
+        """Each sentence's probability per draw (``EnvSetup.draw_probabilities``); None: epochs."""
         self.rng = np.random.default_rng(seed)
         self.order = self._new_order()
         self.cursor = 0

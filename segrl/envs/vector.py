@@ -46,7 +46,7 @@ class VectorSegmentationEnv:
         self.setup = setup or EnvSetup.create(**options)
         self.num_envs = num_envs
         self.slots = EpisodeSlots(self.setup, num_envs)
-        self.source = SentenceSource(self.setup.sentences, seed, self.setup.weights)
+        self.source = SentenceSource(self.setup.sentences, seed, self.setup.draw_probabilities)
 
     @property
     def evaluator(self):
@@ -55,7 +55,7 @@ class VectorSegmentationEnv:
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
         """Start ``num_envs`` new episodes (a new sentence order when ``seed`` is given)."""
         if seed is not None:
-            self.source = SentenceSource(self.setup.sentences, seed, self.setup.weights)
+            self.source = SentenceSource(self.setup.sentences, seed, self.setup.draw_probabilities)
         self.load(self.source.take(self.num_envs))
         return self.observe()
 

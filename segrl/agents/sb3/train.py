@@ -28,13 +28,11 @@ from segrl.agents.config import TrainConfig
 from segrl.agents.sb3.policy import build_sb3_model
 from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
-from segrl.agents.task import build_task
-from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, open_job, open_run
+from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, open_job, prepare_job
 from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
 from segrl.evaluators import SegmentationBatch
-from segrl.runtime import resolve_device, seed_everything, set_threads
 
 
 class EvaluatorUpdates(BaseCallback):
@@ -84,14 +82,7 @@ def train_ppo(
     ``on_step(step, stats)`` is called after every iteration; returning True stops training there
     as a Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
     """
-    config.validate()
-    tracking.ensure_reachable()
-    device = resolve_device(config.device)
-    task = build_task(config, corpus, gold)
-    run = open_run(config)
-    set_threads(config.threads)
-
-    seed_everything(config.seed)
+    device, task, run = prepare_job(config, corpus, gold)
     env = VectorCharSegmentEnv(config.ppo.num_envs, seed=config.seed, setup=task.setup)
     venv = SegmentVecEnv(env)
     model = build_sb3_model(config, venv, separator_id(task.corpus.vocab), device)
