@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 from segrl.benchmark.suite import Language, System
@@ -146,10 +146,8 @@ def source_hash(spec: str | None, kind: str) -> str:
         h.update(resources.files("segrl.data").joinpath("bundled", name).read_bytes())
     elif spec.startswith("wordfreq:"):
         try:
-            from importlib.metadata import version
-
-            h.update(f"{spec}:{version('wordfreq')}".encode())
-        except Exception:  # not installed: the cell will say so
+            h.update(f"{spec}:{metadata.version('wordfreq')}".encode())
+        except metadata.PackageNotFoundError:  # not installed: the cell will say so
             h.update(spec.encode())
     else:
         path = Path(spec)
