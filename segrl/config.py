@@ -17,11 +17,14 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from segrl.errors import ConfigError
 
 C = TypeVar("C")
+
+CorpusFormat = Literal["auto", "text", "counts", "words"]
+Dampening = Literal["none", "log", "ones"]
 
 
 @dataclass
@@ -31,7 +34,7 @@ class DataConfig:
     corpus: str | None = None
     """A UTF-8 text file or folder (``.gz`` files are read too), a word-count list, or
     ``wordfreq:LANG``; None uses the bundled WikiText-2 slice."""
-    corpus_format: str = "auto"
+    corpus_format: CorpusFormat = "auto"
     """``text`` (running text), ``counts`` (``count word`` or ``word<TAB>count`` lines), ``words`` (one
     word per line) or ``auto`` (told apart by the first lines)."""
     max_len: int = 128
@@ -42,7 +45,7 @@ class DataConfig:
     max_words: int | None = None
     """A word list keeps only its this many most frequent words; None keeps all (``wordfreq:LANG``
     keeps its 60,000 most frequent alphabetic words)."""
-    dampening: str = "log"
+    dampening: Dampening = "log"
     """How a word list's counts weight its words where episodes and the LM's training words are drawn:
     ``none`` (token counts), ``log`` (``round(log2(count + 1))``) or ``ones`` (types)."""
     lowercase: bool = True
@@ -82,13 +85,58 @@ class BaselineConfig:
     cache_dir: str | None = None
     """Where trained Morfessor models are cached by corpus hash; None uses ``$SEGRL_CACHE_DIR`` or
     ``~/.cache/segrl``."""
-    morfessor_dampening: str = "ones"
+    morfessor_dampening: Dampening = "ones"
     """How Morfessor weights the training words' counts: ``ones`` (types), ``log`` or ``none``."""
     seed: int | None = None
     """Seed of training (Morfessor's random order); None uses the split seed ``data.seed``."""
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+
+def choices(cls: type, name: str) -> tuple[str, ...]:
+    """The values the ``Literal`` field ``name`` of the config class ``cls`` allows."""
+    return _literal_values(typing.get_type_hints(cls)[name])
+
+
+def check_choices(cfg: Any, prefix: str = "") -> None:
+    """A ``ConfigError`` for the first field of ``cfg`` (or of a config nested in it) whose value is
+    not one its ``Literal`` type allows: the one place choices are checked, whether the config came
+    from a file, from flags or from Python."""
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            check_choices(value, f"{prefix}{f.name}.")
+            continue
+        hint = hints[f.name]
+        if typing.get_origin(hint) in (list, tuple) and isinstance(value, list | tuple):
+            allowed = _literal_values(typing.get_args(hint)[0])
+            values = value  # a list of choices: each must be allowed
+        else:
+            allowed, values = _literal_values(hint), [value]
+        for item in values:
+            if allowed and item not in allowed and not (item is None and _allows_none(hint)):
+                raise _choice_error(f"{prefix}{f.name}", item, allowed)
+
+
+def _literal_values(hint: Any) -> tuple[str, ...]:
+    """The values of a ``Literal`` (or optional ``Literal``) type; () for any other type."""
+    options = typing.get_args(hint) if _is_union(hint) else (hint,)
+    return tuple(
+        value
+        for option in options
+        if typing.get_origin(option) is Literal
+        for value in typing.get_args(option)
+    )
+
+
+def _allows_none(hint: Any) -> bool:
+    return _is_union(hint) and type(None) in typing.get_args(hint)
+
+
+def _choice_error(what: str, value: Any, allowed: tuple[str, ...]) -> ConfigError:
+    return ConfigError(f"{what} must be one of: {', '.join(allowed)}; got {value!r}")
 
 
 def check_threads(threads: int | None, option: str = "--threads") -> None:
@@ -103,11 +151,15 @@ def check_threads(threads: int | None, option: str = "--threads") -> None:
 
 
 def build_config(
-    cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None
+    cls: type[C],
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    overrides_from: str = "overrides",
 ) -> C:
     """Defaults of ``cls``, then the TOML file at ``path``, then ``overrides`` (dotted keys).
 
-    Overrides whose value is None are skipped, so unset command-line flags keep the file's value.
+    Overrides whose value is None are skipped, so unset command-line flags keep the file's value. An
+    error names the file, or ``overrides_from`` for a value that came from ``overrides``.
     """
     values: dict[str, Any] = {}
     if path is not None:
@@ -121,15 +173,22 @@ def build_config(
             for part in parents:
                 node = node.setdefault(part, {})
             node[leaf] = None
+    overridden = set()
     for key, value in (overrides or {}).items():
         if value is None:
             continue
+        overridden.add(key)
         node = values
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    return _from_dict(cls, values, where=str(path) if path else "overrides")
+    source = str(path) if path else overrides_from
+
+    def where(key: str) -> str:
+        return overrides_from if key in overridden else source
+
+    return _from_dict(cls, values, where)
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
@@ -192,21 +251,25 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: a folder, not a config file") from None
 
 
-def _from_dict(cls: type[C], values: dict[str, Any], where: str, prefix: str = "") -> C:
+def _from_dict(
+    cls: type[C], values: dict[str, Any], where: typing.Callable[[str], str], prefix: str = ""
+) -> C:
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         if key not in known:
             choices = ", ".join(prefix + k for k in known)
-            raise ConfigError(f"{where}: unknown option '{prefix}{key}'; known options: {choices}")
+            raise ConfigError(
+                f"{where(prefix + key)}: unknown option '{prefix}{key}'; known options: {choices}"
+            )
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
             if not isinstance(value, dict):
-                raise ConfigError(f"{where}: {prefix}{key} must be a table of options")
+                raise ConfigError(f"{where(prefix + key)}: {prefix}{key} must be a table of options")
             kwargs[key] = _from_dict(hint, value, where, prefix=f"{prefix}{key}.")
         else:
-            kwargs[key] = _coerce(value, hint, f"{where}: {prefix}{key}")
+            kwargs[key] = _coerce(value, hint, f"{where(prefix + key)}: {prefix}{key}")
     return cls(**kwargs)
 
 
@@ -215,11 +278,20 @@ def _coerce(value: Any, hint: Any, what: str) -> Any:
     options = typing.get_args(hint) if _is_union(hint) else (hint,)
     if value is None and type(None) in options:
         return None
+    allowed = _literal_values(hint)
+    if allowed:
+        if value in allowed:
+            return value
+        raise _choice_error(what, value, allowed)
     for option in options:
         if option is type(None):
             continue
         origin = typing.get_origin(option)
         if origin in (list, tuple) and isinstance(value, list | tuple):
+            allowed = _literal_values(typing.get_args(option)[0])
+            for item in value:
+                if allowed and item not in allowed:
+                    raise _choice_error(what, item, allowed)
             return origin(value)
         if option is bool and isinstance(value, bool):
             return value

@@ -88,3 +88,67 @@ def test_every_config_round_trips_through_save_and_load(tmp_path, unset):
             _unset_every_optional(cfg)
         path = save_config(cfg, tmp_path / f"{type(cfg).__name__}.toml")
         assert load_config(type(cfg), path) == cfg, type(cfg).__name__
+
+
+def _choice_fields(cfg, prefix=""):
+    """(dotted name, allowed values) of every Literal option of ``cfg`` (recursively)."""
+    import typing
+
+    from segrl.config import choices
+
+    out = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            out += _choice_fields(value, f"{prefix}{f.name}.")
+        elif allowed := choices(type(cfg), f.name):
+            out.append((f"{prefix}{f.name}", allowed))
+        elif typing.get_origin(typing.get_type_hints(type(cfg))[f.name]) is list:
+            inner = typing.get_args(typing.get_type_hints(type(cfg))[f.name])[0]
+            if typing.get_args(inner):
+                out.append((f"{prefix}{f.name}[]", typing.get_args(inner)))
+    return out
+
+
+def test_every_choice_is_checked_in_one_place(tmp_path):
+    """Every Literal option of every config is refused with the same message, from a file, from
+    overrides and from Python, and every allowed value is accepted."""
+    from segrl.config import check_choices
+
+    checked = 0
+    for cfg in _every_config():
+        cls = type(cfg)
+        for name, allowed in _choice_fields(cfg):
+            listed = name.endswith("[]")
+            key = name.removesuffix("[]")
+            bad = ["bogus"] if listed else "bogus"
+            message = f"{key} must be one of: {', '.join(allowed)}; got 'bogus'"
+            with pytest.raises(ConfigError, match=f"^overrides: {message}"):
+                build_config(cls, overrides={key: bad})
+            path = tmp_path / "c.toml"
+            *tables, leaf = key.split(".")
+            header = f"[{'.'.join(tables)}]\n" if tables else ""
+            toml_value = '["bogus"]' if listed else '"bogus"'
+            path.write_text(f"{header}{leaf} = {toml_value}\n")
+            with pytest.raises(ConfigError, match=f"^{path}: {message}"):
+                build_config(cls, path)
+            with pytest.raises(ConfigError, match=f"^{path}: {message}"):  # the file is named
+                build_config(cls, path, {"seed": None})
+            node = direct = cls()
+            for part in tables:
+                node = getattr(node, part)
+            setattr(node, leaf, bad)
+            with pytest.raises(ConfigError, match=f"^{message}"):
+                check_choices(direct)
+            for value in allowed:
+                ok = build_config(cls, overrides={key: [value] if listed else value})
+                check_choices(ok)
+            checked += 1
+    assert checked >= 15  # reward, rules, segmenter kind and context, LM model/context/reward/...
+
+
+def test_a_bad_value_names_where_it_came_from(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[data]\ndampening = "log"\n')
+    with pytest.raises(ConfigError, match="^command line: data.corpus_format must be one of"):
+        build_config(BaselineConfig, path, {"data.corpus_format": "csv"}, overrides_from="command line")

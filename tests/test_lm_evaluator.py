@@ -18,7 +18,8 @@ from segrl.data.vocab import CharVocab
 from segrl.envs import CharSegmentEnv
 from segrl.errors import ConfigError
 from segrl.evaluators import SPLIT, encode_segmentation_batch
-from segrl.evaluators.lm import MAX_NATS, LMEvaluator, lm_config
+from segrl.evaluators.lm import MAX_NATS, LMEvaluator
+from segrl.lm.config import lm_config
 from segrl.evaluators.registry import LMEvaluatorConfig
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import build_lm
@@ -198,7 +199,7 @@ def test_options_that_do_not_fit_are_config_errors(small_corpus_file):
     )
     with pytest.raises(ConfigError, match="does not go with sequence rewards"):
         config.validate()
-    with pytest.raises(ConfigError, match="unknown LM reward"):
+    with pytest.raises(ConfigError, match="evaluator.lm.reward must be one of: .*; got 'flipp'"):
         LMEvaluatorConfig(reward="flipp").validate()
     with pytest.raises(ConfigError, match="need evaluator.lm.model = 'slm'"):
         LMEvaluatorConfig(model="segment-lstm").validate()

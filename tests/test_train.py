@@ -124,9 +124,9 @@ def test_train_command_and_its_errors(mlflow_store, small_corpus_file, capsys):
     assert "reinforce-transformer-morfessor-sequence-hidden" in capsys.readouterr().out
     for bad, message in [
         (["--evaluator", "bogus"], "unknown evaluator 'bogus'"),
-        (["--reward", "dense"], "unknown reward mode 'dense'"),
+        (["--reward", "dense"], "command line: env.reward must be one of: sequence, per-action; got 'dense'"),
         (["--agent", "dqn"], "unknown agent 'dqn'"),
-        (["--segmenter", "cnn"], "unknown segmenter 'cnn'"),
+        (["--segmenter", "cnn"], "segmenter.kind must be one of: bilstm, transformer; got 'cnn'"),
     ]:
         code = main(["train", "--corpus", str(small_corpus_file), *bad])
         assert code == EXIT_USER_ERROR

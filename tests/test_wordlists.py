@@ -11,7 +11,7 @@ import pytest
 from segrl.config import DataConfig
 from segrl.data import load_corpus
 from segrl.data.wordlists import dampen, detect_format
-from segrl.errors import DataError
+from segrl.errors import ConfigError, DataError
 
 WORDS = {
     "walking": 900,
@@ -121,7 +121,7 @@ def test_dampening(dampening, expected):
 
 def test_unknown_dampening_is_refused(tmp_path):
     path = _write_counts(tmp_path / "w.txt")
-    with pytest.raises(DataError, match="dampening"):
+    with pytest.raises(ConfigError, match="data.dampening must be one of: none, log, ones; got 'sqrt'"):
         load_corpus(DataConfig(corpus=str(path), dampening="sqrt"))
 
 

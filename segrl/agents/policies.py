@@ -21,14 +21,16 @@ depends on that word alone, and the recurrence runs over words (~15 steps) inste
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
+from segrl.config import check_choices
 from segrl.errors import ConfigError
 
-SEGMENTERS = ("bilstm", "transformer")
-SEGMENTER_CONTEXTS = ("word", "text")
+SegmenterKind = Literal["bilstm", "transformer"]
+SegmenterContext = Literal["word", "text"]
 BUCKETS = 4
 """Length groups a batch is encoded in (see ``bucketed_char_states``)."""
 
@@ -37,7 +39,7 @@ BUCKETS = 4
 class SegmenterConfig:
     """The segmenter policy's architecture."""
 
-    kind: str = "bilstm"
+    kind: SegmenterKind = "bilstm"
     """``bilstm`` (Cao & Rei 2016) or ``transformer`` (2 layers, 2 heads, as in the study)."""
     embedding_dim: int = 64
     """Character embeddings of the BiLSTM (the Transformer's are ``hidden_dim`` wide)."""
@@ -48,15 +50,12 @@ class SegmenterConfig:
     transformer_layers: int = 2
     transformer_heads: int = 2
     dropout: float = 0.1
-    context: str = "word"
+    context: SegmenterContext = "word"
     """``word``: each word is encoded on its own (with known word boundaries); ``text``: the whole
     text is the context of every decision."""
 
     def validate(self) -> None:
-        if self.kind not in SEGMENTERS:
-            raise ConfigError(
-                f"unknown segmenter {self.kind!r}; choose one of: {', '.join(SEGMENTERS)}"
-            )
+        check_choices(self, "segmenter.")
         if self.hidden_dim % self.transformer_heads:
             raise ConfigError(
                 f"segmenter.hidden_dim ({self.hidden_dim}) must be a multiple of "
@@ -64,10 +63,6 @@ class SegmenterConfig:
             )
         if min(self.embedding_dim, self.hidden_dim, self.layers, self.transformer_layers) < 1:
             raise ConfigError("segmenter sizes and layer counts must be at least 1")
-        if self.context not in SEGMENTER_CONTEXTS:
-            raise ConfigError(
-                f"unknown segmenter context {self.context!r}; choose one of: {', '.join(SEGMENTER_CONTEXTS)}"
-            )
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"segmenter.dropout must be in [0, 1), got {self.dropout}")
 

@@ -11,7 +11,7 @@ from segrl import tracking
 from segrl.baselines.base import Segmenter
 from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.registry import segmenter_class
-from segrl.config import BaselineConfig
+from segrl.config import BaselineConfig, check_choices
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.errors import ConfigError
 from segrl.metrics import evaluate_word_segmenter
@@ -22,6 +22,7 @@ N_SAMPLES = 25
 
 def make_segmenter(config: BaselineConfig) -> Segmenter:
     """The untrained segmenter that ``config.method`` names, with the options that apply to it."""
+    check_choices(config)
     cls = segmenter_class(config.method)
     if issubclass(cls, MorfessorSegmenter):
         seed = config.data.seed if config.seed is None else config.seed

@@ -12,19 +12,21 @@ import json
 import math
 import os
 import random
+import typing
 from pathlib import Path
 
 import morfessor
 import morfessor.utils
 
 from segrl.baselines.base import Segmenter
+from segrl.config import Dampening
 from segrl.data.corpus import Corpus
 from segrl.errors import ModelError
 
 morfessor.utils.show_progress_bar = False  # its dots would clutter segrl's own progress output
 
 MODEL_FILE = "morfessor.segmentations.txt"
-DAMPENING = ("ones", "log", "none")
+DAMPENING: tuple[str, ...] = typing.get_args(Dampening)
 MIN_VITERBI_LENGTH = 30
 
 

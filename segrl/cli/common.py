@@ -132,6 +132,10 @@ def add_tracking_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--run-name", dest="tracking.run_name", metavar="NAME")
 
 
+COMMAND_LINE = "command line"
+"""Where an error says a bad value came from when a flag or ``--set`` gave it."""
+
+
 def config_from_args(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
     """Defaults, then ``--config``, then ``--set`` (where the command has it), then every flag whose
     dest is a config key (given ones only)."""
@@ -140,7 +144,7 @@ def config_from_args(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
     overrides.update({k: v for k, v in flags.items() if v is not None})
     overrides.update(extra)
     known = {k: v for k, v in overrides.items() if not k.startswith("_")}
-    return build_config(cls, getattr(args, "config", None), known)
+    return build_config(cls, getattr(args, "config", None), known, overrides_from=COMMAND_LINE)
 
 
 def where_to_look(experiment: str) -> str:

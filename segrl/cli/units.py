@@ -27,6 +27,7 @@ import importlib
 from typing import Any
 
 from segrl.cli.common import (
+    COMMAND_LINE,
     add_config_arg,
     add_data_args,
     add_gold_args,
@@ -173,7 +174,9 @@ def units_config_from_args(args: argparse.Namespace):
     from segrl.units.config import build_units_config
 
     overrides = {**parse_set(args._set), **flag_overrides(args)}
-    return build_units_config(overrides.pop("model", None), args.config, overrides)
+    return build_units_config(
+        overrides.pop("model", None), args.config, overrides, overrides_from=COMMAND_LINE
+    )
 
 
 def run_train(args: argparse.Namespace) -> int:

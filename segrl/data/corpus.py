@@ -20,10 +20,9 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from segrl.config import DataConfig
+from segrl.config import CorpusFormat, DataConfig, check_choices
 from segrl.data.vocab import CharVocab
 from segrl.data.wordlists import (
-    FORMATS,
     WORDFREQ_PREFIX,
     dampen,
     detect_format,
@@ -123,6 +122,7 @@ class Corpus:
 def load_corpus(config: DataConfig | None = None) -> Corpus:
     """Read, normalise and split the corpus that ``config`` names (the bundled one by default)."""
     config = config or DataConfig()
+    check_choices(config, "data.")
     if config.max_len < 2:
         raise DataError(f"max_len must be at least 2 characters, got {config.max_len}")
     if not 0 <= config.valid_fraction + config.test_fraction < 1:
@@ -205,11 +205,9 @@ def _check_not_all_placeholder(
         )
 
 
-def corpus_format(corpus: str | None, declared: str = "auto") -> str:
+def corpus_format(corpus: str | None, declared: CorpusFormat = "auto") -> str:
     """What ``corpus`` is: ``text``, ``counts``, ``words`` or ``wordfreq``; ``auto`` reads the first
     lines of a file (``wordfreq:LANG`` is always a word list; the bundled corpus is text)."""
-    if declared not in FORMATS:
-        raise DataError(f"unknown corpus format {declared!r}; choose one of: {', '.join(FORMATS)}")
     if corpus is not None and corpus.startswith(WORDFREQ_PREFIX):
         return "wordfreq"
     if declared != "auto":

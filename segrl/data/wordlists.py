@@ -18,10 +18,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+import typing
+
+from segrl.config import CorpusFormat, Dampening
 from segrl.errors import DataError
 
-FORMATS = ("auto", "text", "counts", "words")
-DAMPENING = ("none", "log", "ones")
+FORMATS: tuple[str, ...] = typing.get_args(CorpusFormat)
+DAMPENING: tuple[str, ...] = typing.get_args(Dampening)
 """How counts become weights: ``none`` (token counts), ``log`` (``round(log2(count + 1))``, as
 Morfessor's own log dampening), ``ones`` (every type counts once)."""
 WORDFREQ_PREFIX = "wordfreq:"

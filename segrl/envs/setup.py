@@ -7,13 +7,15 @@ reward mode and a rule set; resolved once from the options ``gymnasium.make`` pa
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from segrl.config import DataConfig
+from segrl.config import DataConfig, check_choices
 from segrl.data import Corpus, GoldWord, load_corpus
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import (
@@ -24,7 +26,9 @@ from segrl.evaluators import (
     decision_layout,
 )
 
-REWARD_MODES = ("sequence", "per-action")
+RewardMode = Literal["sequence", "per-action"]
+RuleSet = Literal["binary", "full"]
+REWARD_MODES: tuple[str, ...] = typing.get_args(RewardMode)
 RULE_SETS = {"binary": 2, "full": len(RULES)}
 """Actions per decision: ``binary`` (no split / split, the study's main set) or ``full`` (``RULES``)."""
 
@@ -33,23 +37,16 @@ RULE_SETS = {"binary": 2, "full": len(RULES)}
 class EnvConfig:
     """How episodes are played (the corpus, its ``max_len`` and the evaluator are configured apart)."""
 
-    reward: str = "per-action"
+    reward: RewardMode = "per-action"
     """``sequence``: one score per sentence, at the end; ``per-action``: a reward for every decision."""
     hide_spaces: bool = False
     """False: spaces are known word boundaries (the study's setting); True: spaces are removed and
     word boundaries must be discovered too."""
-    rules: str = "binary"
+    rules: RuleSet = "binary"
     """``binary`` (no split / split) or ``full`` (also split with repeat, delete, modify)."""
 
     def validate(self) -> None:
-        if self.reward not in REWARD_MODES:
-            raise ConfigError(
-                f"unknown reward mode {self.reward!r}; choose one of: {', '.join(REWARD_MODES)}"
-            )
-        if self.rules not in RULE_SETS:
-            raise ConfigError(
-                f"unknown rule set {self.rules!r}; choose one of: {', '.join(RULE_SETS)}"
-            )
+        check_choices(self, "env.")
 
 
 def has_decision(sentence: str, hide_spaces: bool) -> bool:

@@ -60,8 +60,8 @@ from segrl.data import Corpus, GoldWord
 from segrl.errors import ConfigError
 from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
-from segrl.lm import LMConfig, SegmentedBatch, SegmentLM, build_lm
-from segrl.lm.config import resolve_length_penalty
+from segrl.lm import SegmentedBatch, SegmentLM, build_lm
+from segrl.lm.config import lm_config, resolve_length_penalty
 from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
 from segrl.runtime import eval_mode
@@ -71,20 +71,6 @@ CAUSAL_REWARDS = ("incremental", "likelihood")
 MAX_NATS = 30.0
 """Per-decision rewards are clipped to +-this (a flip to a segmentation of probability 0 is +inf)."""
 POSTERIOR_FLOOR = 1e-6
-
-
-def lm_config(config: LMEvaluatorConfig) -> LMConfig:
-    """The ``segrl.lm`` model config that the evaluator's options describe."""
-    return LMConfig(
-        model=config.model,
-        context=config.context,
-        char_dim=config.char_dim,
-        hidden_dim=config.hidden_dim,
-        speller_dim=config.speller_dim,
-        max_segment_length=config.max_segment_length,
-        dropout=config.dropout,
-        length_penalty=config.length_penalty,
-    )
 
 
 class LMEvaluator(Evaluator):

@@ -7,11 +7,13 @@ class by import path so that naming one does not import the others (an LM evalua
 from __future__ import annotations
 
 import importlib
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from segrl.errors import ConfigError
+from segrl.lm.config import LMConfig, LMContext, LMTexts
 
 if TYPE_CHECKING:
     from segrl.data import Corpus, GoldWord
@@ -23,27 +25,32 @@ EVALUATORS: dict[str, str] = {
     "lm": "segrl.evaluators.lm:LMEvaluator",
 }
 
-LM_SEQUENCE_REWARDS = ("likelihood", "entropy", "marginal", "space-penalty")
-LM_PER_ACTION_REWARDS = ("posterior", "flip", "resample", "incremental")
+LMSequenceReward = Literal["likelihood", "entropy", "marginal", "space-penalty"]
+LMPerActionReward = Literal["posterior", "flip", "resample", "incremental"]
+LMReward = Literal[LMSequenceReward, LMPerActionReward]
+LM_SEQUENCE_REWARDS: tuple[str, ...] = typing.get_args(LMSequenceReward)
+LM_PER_ACTION_REWARDS: tuple[str, ...] = typing.get_args(LMPerActionReward)
 """The LM evaluator's rewards by reward mode, the default first (``segrl.evaluators.lm`` defines them)."""
+LMObjective = Literal["joint", "marginal"]
 
 
 @dataclass
-class LMEvaluatorConfig:
-    """The co-trained language model evaluator: its model, its reward, its training.
+class LMEvaluatorConfig(LMConfig):
+    """The co-trained language model evaluator: its model (the fields of ``segrl.lm.LMConfig``, with
+    a smaller default model without context), its reward, its training."""
 
-    The model fields are those of ``segrl.lm.LMConfig`` (kept as plain fields here so that naming an
-    evaluator does not import PyTorch)."""
-
-    reward: str | None = None
+    context: LMContext = "none"
+    hidden_dim: int = 128
+    speller_dim: int = 128
+    reward: LMReward | None = None
     """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,
     ``resample``, ``incremental``. None: the first of the reward mode's list."""
-    objective: str = "marginal"
+    objective: LMObjective = "marginal"
     """How the LM learns from the agent's texts: ``joint`` (``-log p(X, S)`` under the agent's
     segmentations, the study's co-training) or ``marginal`` (``-log p(X)`` over all segmentations,
     ``slm`` only: the agent's segmentations do not feed back into the LM)."""
-    texts: str = "word-types"
+    texts: LMTexts = "word-types"
     """What the marginal objective reads of the sampled sentences: ``word-types`` (their distinct
     words, each a text of its own, as ``segrl lm train`` does: a frequent word counts once, as in
     Morfessor) or ``sentences`` (as they are). With hidden spaces a sentence is one word."""
@@ -61,42 +68,20 @@ class LMEvaluatorConfig:
     """Sentences per LM update."""
     lr: float = 2e-3
     weight_decay: float = 0.0
-    model: str = "slm"
-    context: str = "none"
-    char_dim: int = 64
-    hidden_dim: int = 128
-    speller_dim: int = 128
-    max_segment_length: int | None = None
-    dropout: float = 0.1
-    length_penalty: float | None = None
-    """``segrl.lm.LMConfig.length_penalty``: a prior against long segments in the marginal objective
-    (None: 0.05 on a word list, 0 on running text)."""
 
     def variant(self, reward_mode: str) -> str:
         """The reward variant used with ``reward_mode`` (``sequence`` or ``per-action``)."""
         choices = LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
         return self.reward if self.reward in choices else choices[0]
 
-    def validate(self, reward_mode: str | None = None) -> None:
+    def validate(self, reward_mode: str | None = None, prefix: str = "evaluator.lm.") -> None:
         """Check the options (and, given ``reward_mode``, that the reward goes with it)."""
-        everything = LM_SEQUENCE_REWARDS + LM_PER_ACTION_REWARDS
-        if self.reward is not None and self.reward not in everything:
-            raise ConfigError(
-                f"unknown LM reward {self.reward!r}; choose one of: {', '.join(everything)}"
-            )
+        super().validate(prefix)
         choices = LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
         if reward_mode is not None and self.reward is not None and self.reward not in choices:
             raise ConfigError(
                 f"the LM reward {self.reward!r} does not go with {reward_mode} rewards; choose one "
                 f"of: {', '.join(choices)}"
-            )
-        if self.objective not in ("joint", "marginal"):
-            raise ConfigError(
-                f"evaluator.lm.objective must be joint or marginal, not {self.objective!r}"
-            )
-        if self.texts not in ("word-types", "sentences"):
-            raise ConfigError(
-                f"evaluator.lm.texts must be word-types or sentences, not {self.texts!r}"
             )
         if self.model != "slm" and (
             self.objective == "marginal" or self.variant("per-action") == "posterior"

@@ -29,13 +29,39 @@ Models (``build_lm``): ``slm`` (segments conditioned on the character context: e
     >>> flips = lm.flip_scores(batch)     # [B, L], 0 where a decision is forced
 """
 
-from segrl.lm.base import SegmentLM, SegmentScores
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from segrl.lm.config import MODELS, LMConfig
-from segrl.lm.lexicon import build_lexicon
-from segrl.lm.models import build_lm, load_lm, save_lm
-from segrl.lm.segment_lstm import SegmentLSTM
-from segrl.lm.segmented import SegmentedBatch
-from segrl.lm.slm import SLM
+
+if TYPE_CHECKING:
+    from segrl.lm.base import SegmentLM, SegmentScores
+    from segrl.lm.lexicon import build_lexicon
+    from segrl.lm.models import build_lm, load_lm, save_lm
+    from segrl.lm.segment_lstm import SegmentLSTM
+    from segrl.lm.segmented import SegmentedBatch
+    from segrl.lm.slm import SLM
+
+_LAZY = {
+    "SegmentLM": "base",
+    "SegmentScores": "base",
+    "build_lexicon": "lexicon",
+    "build_lm": "models",
+    "load_lm": "models",
+    "save_lm": "models",
+    "SegmentLSTM": "segment_lstm",
+    "SegmentedBatch": "segmented",
+    "SLM": "slm",
+}
+"""The models import PyTorch when first named, so that a config (``segrl.lm.config``) does not."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'segrl.lm' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"segrl.lm.{_LAZY[name]}"), name)
+
 
 __all__ = [
     "MODELS",

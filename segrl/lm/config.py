@@ -4,21 +4,29 @@ the code that trains)."""
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
+from typing import Literal
 
-MODELS = ("slm", "segment-lstm")
+from segrl.config import check_choices
+from segrl.errors import ConfigError
+
+LMModel = Literal["slm", "segment-lstm"]
+LMContext = Literal["lstm", "words", "none"]
+LMTexts = Literal["word-types", "sentences"]
+"""What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
+MODELS: tuple[str, ...] = typing.get_args(LMModel)
 WORD_LIST_LENGTH_PENALTY = 0.05
 """The length penalty on word lists: without one the marginal likelihood keeps every word whole
 (boundary F1 0 in English, Hungarian, Spanish and Czech); 0.05 and 0.1 did about equally well across
 the four, 0.1 over-split English and hurt running text most (docs/results.md)."""
-LM_CONTEXTS = ("lstm", "words", "none")
 
 
 @dataclass
 class LMConfig:
     """A segmental language model: which one and how big."""
 
-    model: str = "slm"
+    model: LMModel = "slm"
     """``slm`` (segments conditioned on the character context; exact marginal, posteriors, local
     flips) or ``segment-lstm`` (the study's LSTM over the segment sequence)."""
     char_dim: int = 64
@@ -27,7 +35,7 @@ class LMConfig:
     """Segment embeddings of ``segment-lstm`` (composed from the segment's characters)."""
     hidden_dim: int = 256
     """The LSTM over segments (``segment-lstm``) or over the character context (``slm``)."""
-    context: str = "lstm"
+    context: LMContext = "lstm"
     """``slm``: what conditions each segment: ``lstm`` (an LSTM over all characters before it),
     ``words`` (the same LSTM, read up to the start of the segment's word: the segments of a word are
     independent given the words before it) or ``none`` (nothing: a unigram segment model with a
@@ -51,6 +59,18 @@ class LMConfig:
     its next character better than one that starts a new segment); the penalty makes the model put
     its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``.
     None: ``WORD_LIST_LENGTH_PENALTY`` on a word list, 0 on running text (``resolve_length_penalty``)."""
+
+    def validate(self, prefix: str = "") -> None:
+        check_choices(self, prefix)
+        if self.max_segment_length is not None and self.max_segment_length < 1:
+            raise ConfigError(
+                f"{prefix}max_segment_length must be at least 1, got {self.max_segment_length}"
+            )
+
+
+def lm_config(config: LMConfig) -> LMConfig:
+    """The plain ``LMConfig`` part of ``config`` (an ``LMConfig`` subclass with options of its own)."""
+    return LMConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(LMConfig)})
 
 
 def resolve_length_penalty(config: LMConfig, corpus_kind: str) -> LMConfig:

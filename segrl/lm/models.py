@@ -18,7 +18,7 @@ from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
 from segrl.lm.base import SegmentLM
-from segrl.lm.config import LM_CONTEXTS, MODELS, LMConfig
+from segrl.lm.config import LMConfig
 from segrl.lm.segment_lstm import SegmentLSTM
 from segrl.lm.slm import SLM
 
@@ -29,16 +29,7 @@ FORMAT = 1
 
 def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None = None) -> SegmentLM:
     """A new model of the kind ``config.model`` names (``lexicon``: segment-lstm only)."""
-    if config.model not in MODELS:
-        raise ConfigError(
-            f"unknown language model {config.model!r}; choose one of: {', '.join(MODELS)}"
-        )
-    if config.context not in LM_CONTEXTS:
-        raise ConfigError(
-            f"unknown context {config.context!r}; choose one of: {', '.join(LM_CONTEXTS)}"
-        )
-    if config.max_segment_length is not None and config.max_segment_length < 1:
-        raise ConfigError(f"max_segment_length must be at least 1, got {config.max_segment_length}")
+    config.validate()
     if config.model == "slm":
         if lexicon:
             raise ConfigError("slm has no lexicon; use lexicon_size = 0 or model = 'segment-lstm'")

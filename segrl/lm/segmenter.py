@@ -28,12 +28,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from segrl import tracking
-from segrl.config import DataConfig, GoldConfig, TrackingConfig
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
-from segrl.lm.config import LMConfig, resolve_length_penalty
+from segrl.lm.config import LMConfig, LMContext, LMTexts, resolve_length_penalty
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char
@@ -41,7 +41,6 @@ from segrl.metrics import BITS_PER_CHAR, evaluate_word_segmenter
 from segrl.runtime import resolve_device, seed_everything
 from segrl.segmentation import render
 
-TEXT_KINDS = ("word-types", "sentences")
 RESUMABLE_CHANGES = frozenset(
     {"epochs", "max_steps", "patience", "device", "out", "tracking.", "gold."}
 )
@@ -53,7 +52,7 @@ class SegmenterLMConfig(LMConfig):
     """``slm`` without context: marginal likelihood then favours reusable, morph-like segments (with
     the character context, or the preceding words, as context it keeps whole words)."""
 
-    context: str = "none"
+    context: LMContext = "none"
 
 
 @dataclass
@@ -61,7 +60,7 @@ class LMTrainConfig:
     """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter."""
 
     lm: SegmenterLMConfig = field(default_factory=SegmenterLMConfig)
-    texts: str = "word-types"
+    texts: LMTexts = "word-types"
     """What the model reads: ``word-types`` (each distinct training word once, as its own text) or
     ``sentences`` (training sentences, spaces as known boundaries)."""
     epochs: int = 20
@@ -107,12 +106,10 @@ class LMSegmenter:
         return self.segment_words(sentence.split())
 
 
-def training_texts(corpus: Corpus, kind: str) -> tuple[list[str], list[str], list[str]]:
+def training_texts(corpus: Corpus, kind: LMTexts) -> tuple[list[str], list[str], list[str]]:
     """Train / valid / test texts: sentences, or word types (held-out types are those of the split
     that are not training types, so held-out bits per character measure unseen words; all the split's
     types where every one was seen in training)."""
-    if kind not in TEXT_KINDS:
-        raise ConfigError(f"texts must be one of {', '.join(TEXT_KINDS)}, got {kind!r}")
     if kind == "sentences":
         return corpus.train, corpus.valid, corpus.test
     train = sorted(corpus.word_counts("train"))
@@ -128,6 +125,7 @@ def train_lm_segmenter(
     config: LMTrainConfig, corpus: Corpus | None = None, gold: list[GoldWord] | None = None
 ) -> dict[str, float]:
     """Train, score and log an ``slm`` segmenter (see the module docstring); returns its metrics."""
+    check_choices(config)
     if config.lm.model != "slm":
         raise ConfigError(
             f"segrl lm train trains slm by marginal likelihood; {config.lm.model} needs given "

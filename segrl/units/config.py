@@ -23,16 +23,16 @@ import functools
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config, check_choices
 from segrl.errors import ConfigError
-from segrl.units.noise import NOISE_KINDS
+from segrl.units.noise import NOISE_KINDS, NoiseKind
 from segrl.units.registry import model_class
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-OPTIMIZERS = ("radam", "adam", "adamw")
-SCHEDULES = ("cosine", "constant")
+Precision = Literal["fp32", "bf16", "fp16"]
+Optimizer = Literal["radam", "adam", "adamw"]
+Schedule = Literal["cosine", "constant"]
 
 
 @dataclass
@@ -42,10 +42,10 @@ class UnitsTrainConfig:
     steps: int = 3000
     batch_size: int = 32
     lr: float = 1e-3
-    optimizer: str = "radam"
+    optimizer: Optimizer = "radam"
     """radam (the NVIB paper's), adam or adamw."""
     weight_decay: float = 0.0
-    schedule: str = "cosine"
+    schedule: Schedule = "cosine"
     """cosine: cool down to 0 over all steps (after warm-up); constant."""
     warmup_steps: int = 0
     grad_clip: float = 0.1
@@ -55,7 +55,7 @@ class UnitsTrainConfig:
     seed: int = 0
     device: str = "auto"
     """auto, cpu, cuda or cuda:N."""
-    precision: str = "fp32"
+    precision: Precision = "fp32"
     """fp32, bf16 or fp16 (autocast; fp16 with a gradient scaler)."""
     threads: int | None = None
     """PyTorch CPU threads (None: PyTorch's default)."""
@@ -81,7 +81,7 @@ class UnitsEvalConfig:
     """How many of the top layers' maps are drawn."""
     robustness: bool = True
     """After training, measure reconstruction under character noise (``segrl.units.robustness``)."""
-    robustness_kinds: list[str] = field(default_factory=lambda: list(NOISE_KINDS))
+    robustness_kinds: list[NoiseKind] = field(default_factory=lambda: list(NOISE_KINDS))
     robustness_rates: list[float] = field(default_factory=lambda: [0.0, 0.05, 0.1, 0.2, 0.3])
     robustness_sentences: int = 500
     samples: int = 25
@@ -135,6 +135,7 @@ def build_units_config(
     model: str | None = None,
     path: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
+    overrides_from: str = "overrides",
 ) -> UnitsConfig:
     """The config of a run of ``model`` (else the file's ``model``, else ``transformer``): defaults,
     the model's training defaults, the TOML file at ``path``, then dotted ``overrides``."""
@@ -142,7 +143,7 @@ def build_units_config(
     file_model = _model_in_file(Path(path)) if path is not None else None
     model = model or overrides.pop("model", None) or file_model or UnitsConfig.model
     overrides["model"] = model
-    config = build_config(units_config_class(model), path, overrides)
+    config = build_config(units_config_class(model), path, overrides, overrides_from)
     validate_units_config(config)
     return config
 
@@ -155,29 +156,17 @@ def validate_units_config(config: UnitsConfig) -> None:
         (t.batch_size >= 1, f"train.batch_size must be at least 1, got {t.batch_size}"),
         (t.lr > 0, f"train.lr must be positive, got {t.lr}"),
         (0 <= t.deletion_prob < 1, f"train.deletion_prob must be in [0, 1), got {t.deletion_prob}"),
-        (
-            t.optimizer in OPTIMIZERS,
-            f"train.optimizer must be one of {OPTIMIZERS}, got {t.optimizer!r}",
-        ),
-        (t.schedule in SCHEDULES, f"train.schedule must be one of {SCHEDULES}, got {t.schedule!r}"),
-        (
-            t.precision in PRECISIONS,
-            f"train.precision must be one of {PRECISIONS}, got {t.precision!r}",
-        ),
         (t.warmup_steps >= 0, f"train.warmup_steps must be >= 0, got {t.warmup_steps}"),
         (
             min(t.log_every, t.eval_every, t.checkpoint_every) >= 1,
             "train.log_every, eval_every and checkpoint_every must be at least 1",
         ),
         (
-            set(config.eval.robustness_kinds) <= set(NOISE_KINDS),
-            f"eval.robustness_kinds must be among {NOISE_KINDS}",
-        ),
-        (
             all(0 <= r < 1 for r in config.eval.robustness_rates),
             "eval.robustness_rates must be in [0, 1)",
         ),
     ]
+    check_choices(config)
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)

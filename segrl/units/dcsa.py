@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from segrl.data.vocab import CharVocab
+from segrl.config import check_choices
 from segrl.errors import ConfigError
 from segrl.units.base import AutoencoderBatch, Encoding, LossOutput
 from segrl.units.l0drop import (
@@ -44,7 +45,7 @@ from segrl.units.l0drop import (
     targeted_sparsity,
 )
 from segrl.units.layers import CharDecoder
-from segrl.units.slot_attention import SLOT_INITS, SlotAttention, SlotInitialiser
+from segrl.units.slot_attention import SlotAttention, SlotInit, SlotInitialiser
 from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
 
 SPARSITY = "sparsity"
@@ -124,7 +125,7 @@ class DCSAConfig(UnitVectorConfig):
 
     slots: int = 64
     iterations: int = 1
-    slot_init: str = "per_slot"
+    slot_init: SlotInit = "per_slot"
     """per_slot (learned mean per slot, fixed sigma; the paper's), shared or positional."""
     slot_sigma: float = 0.1
     """sigma of the slot initialisation (fixed for per_slot, the starting value otherwise)."""
@@ -149,8 +150,7 @@ class DCSAConfig(UnitVectorConfig):
     Evaluation always uses the test-time gates, during the warm-up too."""
 
     def validate(self) -> None:
-        if self.slot_init not in SLOT_INITS:
-            raise ConfigError(f"arch.slot_init must be one of {SLOT_INITS}, got {self.slot_init!r}")
+        check_choices(self, "arch.")
         if self.slots < 1 or self.iterations < 1:
             raise ConfigError("arch.slots and arch.iterations must be at least 1")
         if self.slot_sigma <= 0:

@@ -17,9 +17,12 @@ go, one character (chosen by the same generator) stays.
 from __future__ import annotations
 
 import random
+import typing
 from collections.abc import Sequence
+from typing import Literal
 
-NOISE_KINDS = ("swap", "delete", "insert", "substitute")
+NoiseKind = Literal["swap", "delete", "insert", "substitute"]
+NOISE_KINDS: tuple[str, ...] = typing.get_args(NoiseKind)
 
 
 def delete_characters(text: str, prob: float, rng: random.Random) -> str:

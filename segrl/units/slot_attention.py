@@ -25,13 +25,16 @@ output slots and the attention columns the same way.
 from __future__ import annotations
 
 import math
+import typing
+from typing import Literal
 
 import torch
 from torch import nn
 
 from segrl.units.layers import sinusoidal_positions
 
-SLOT_INITS = ("per_slot", "shared", "positional")
+SlotInit = Literal["per_slot", "shared", "positional"]
+SLOT_INITS: tuple[str, ...] = typing.get_args(SlotInit)
 
 
 class SlotInitialiser(nn.Module):
