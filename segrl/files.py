@@ -37,20 +37,26 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
 def check_writable_folder(path: str | Path, option: str) -> Path:
     """Raise ``ConfigError`` unless ``path`` is a writable folder or can be created as one (its
     nearest existing parent is a writable folder); checked before any work starts."""
-    path = Path(path)
-    existing = path
+    problem = folder_problem(path)
+    if problem is not None:
+        raise ConfigError(f"{option} {path}: {problem}; give a folder you can write")
+    return Path(path)
+
+
+def folder_problem(path: str | Path) -> str | None:
+    """Why ``path`` can be neither written as a folder nor created as one (None: it can): its nearest
+    existing parent is a file, or not writable."""
+    existing = Path(path)
     while not existing.exists():
         if existing.parent == existing:
             break
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
-        raise ConfigError(f"{option} {path}: {existing} is a file, not a folder; give a folder")
+        return f"{existing} is a file, not a folder"
     try:  # a real file, not os.access: root passes os.access where writing still fails (/proc)
         handle, probe = tempfile.mkstemp(dir=existing, prefix=".segrl-write-check-")
         os.close(handle)
         os.unlink(probe)
     except OSError as e:
-        raise ConfigError(
-            f"{option} {path}: {existing} is not writable ({e.strerror}); give a folder you can write"
-        ) from None
-    return path
+        return f"{existing} is not writable ({e.strerror})"
+    return None

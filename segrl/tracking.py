@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import is_dataclass
@@ -30,6 +31,7 @@ from mlflow.tracking import MlflowClient
 import mlflow
 from segrl.config import flatten_config, save_config
 from segrl.errors import TrackingError
+from segrl.files import folder_problem
 from segrl.metrics import COMPARE_COLUMNS
 
 SEGMENTER_TAG = "segrl.segmenter"
@@ -137,6 +139,7 @@ def start_run(
     tags = {**extra_run_tags(), **(tags or {})}
     if resume_run_id is not None:
         try:
+            check_artifact_folder(MlflowClient(uri).get_run(resume_run_id).info.artifact_uri, uri)
             run = mlflow.start_run(run_id=resume_run_id, tags=dict(tags or {}))
         except mlflow.exceptions.MlflowException as e:
             raise TrackingError(
@@ -150,9 +153,10 @@ def start_run(
     try:
         if parent:
             parent_experiment = MlflowClient(uri).get_run(parent).info.experiment_id
-            mlflow.set_experiment(experiment_id=parent_experiment)
+            found = mlflow.set_experiment(experiment_id=parent_experiment)
         else:
-            mlflow.set_experiment(experiment)
+            found = mlflow.set_experiment(experiment)
+        check_artifact_folder(found.artifact_location, uri)
         run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}), parent_run_id=parent)
     except mlflow.exceptions.MlflowException as e:
         raise TrackingError(f"tracking store {uri}: cannot start a run ({e})") from None
@@ -163,6 +167,21 @@ def start_run(
             with tempfile.TemporaryDirectory() as tmp:
                 mlflow.log_artifact(str(save_config(config, Path(tmp) / "config.toml")))
         yield run
+
+
+def check_artifact_folder(location: str, uri: str) -> None:
+    """Raise ``TrackingError`` if ``location`` (an experiment's or a run's artifact URI) is a local
+    folder that cannot be written: checked before a run starts, so that no run is left FAILED."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return  # a remote artifact store (s3://, mlflow-artifacts:, ...) answers for itself
+    folder = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else location
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise TrackingError(
+            f"tracking store {uri}: cannot write its artifact folder {folder}: {problem}; make it "
+            "writable or point MLFLOW_TRACKING_URI elsewhere"
+        )
 
 
 RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"

@@ -4,6 +4,7 @@ what to do (exit code 2), before anything is trained, and leaves no run folder a
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import sqlite3
 import subprocess
@@ -45,6 +46,28 @@ def _greek_gold(folder: Path) -> Path:
     path = folder / "greek.tsv"
     path.write_text("λόγος\tλόγ @@ος\t100\nἄνθρωπος\tἄνθρωπ @@ος\t100\n", encoding="utf-8")
     return path
+
+
+def _store_with_unwritable_artifacts(folder: Path) -> Path:
+    """The default store, whose experiment keeps its artifacts where no folder can be made (under a
+    file: unwritable even for root, whom permission bits do not stop)."""
+    from mlflow.tracking import MlflowClient
+
+    blocker = folder / "blocker"
+    blocker.write_text("a file, not a folder")
+    MlflowClient(f"sqlite:///{folder / 'mlflow.db'}").create_experiment(
+        "segrl", artifact_location=str(blocker / "artifacts")
+    )
+    return blocker
+
+
+def _read_only_store(folder: Path) -> Path:
+    from mlflow.tracking import MlflowClient
+
+    db = folder / "mlflow.db"
+    MlflowClient(f"sqlite:///{db}").search_experiments()
+    db.chmod(0o444)
+    return db
 
 
 SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
@@ -120,16 +143,32 @@ CASES = [
     ("gold-wrong-format", ["data", "--gold", "{f}"], _file("g.tsv", b"just some text\n"), "g.tsv"),
     ("toml-typo", ["baseline", "--config", "{f}"], _file("t.toml", b"methd = 'bpe'\n"), "methd"),
     ("wordfreq-unknown-language", ["data", "--corpus", "wordfreq:xx"], None, "no list for"),
+    (
+        "store-artifacts-unwritable",
+        ["baseline", "--method", "characters", "--corpus", "{corpus}", *SMALL],
+        _store_with_unwritable_artifacts,
+        "cannot write its artifact folder",
+    ),
+    (
+        "store-read-only",
+        ["baseline", "--method", "characters", "--corpus", "{corpus}", *SMALL],
+        _read_only_store,
+        "is read-only",
+        pytest.mark.skipif(
+            os.geteuid() == 0, reason="root writes a read-only file; run the tests as a user"
+        ),
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("args", "make", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+    ("args", "make", "fragment"), [pytest.param(*c[1:4], id=c[0], marks=c[4:]) for c in CASES]
 )
 def test_bad_input_is_one_clear_line(mlflow_store, capsys, args, make, fragment):
     made = make(mlflow_store) if make else None
     corpus = _corpus(mlflow_store) if "{corpus}" in args else None
     argv = [a.replace("{f}", str(made)).replace("{corpus}", str(corpus)) for a in args]
+    capsys.readouterr()  # what making the inputs printed (MLflow creating a store) is not judged
     code = main(argv)
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
