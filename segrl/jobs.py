@@ -265,6 +265,8 @@ class Job:
         self._stack.enter_context(
             tracking.start_run(self.config, self.experiment, self.run_name, self.tags, resume_id)
         )
+        if resume_id is not None:
+            self._stack.enter_context(tracking.resuming(resume_id))
         self.stop = self._stack.enter_context(stop_requests())
         self.run.update_info(mlflow_run_id=tracking.active_run_id())
         self._started = time.perf_counter()

@@ -230,9 +230,35 @@ def log_params(params: Mapping[str, Any]) -> None:
         mlflow.log_params({k: items[k] for k in keys[i : i + 100]})
 
 
+_logged: dict[str, int] = {}
+"""The last step each metric of a resumed run was logged at before it was interrupted."""
+
+
 def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
-    """Log numeric metrics at ``step`` (non-finite values are logged as they are)."""
-    mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
+    """Log numeric metrics at ``step`` (non-finite values are logged as they are). In a resumed run,
+    a metric is not logged again at a step it was logged at before the interruption (the steps
+    between the last checkpoint and a crash are trained twice, and logged once)."""
+    values = {
+        k: float(v)
+        for k, v in metrics.items()
+        if step is None or step > _logged.get(k, -1)
+    }
+    if values:
+        mlflow.log_metrics(values, step=step)
+
+
+@contextlib.contextmanager
+def resuming(run_id: str) -> Iterator[None]:
+    """Inside it, ``log_metrics`` skips the steps the run ``run_id`` logged before it was interrupted."""
+    client = MlflowClient(mlflow.get_tracking_uri())
+    _logged.clear()
+    for key in client.get_run(run_id).data.metrics:
+        history = client.get_metric_history(run_id, key)
+        _logged[key] = max((m.step for m in history), default=-1)
+    try:
+        yield
+    finally:
+        _logged.clear()
 
 
 def set_tags(tags: Mapping[str, str]) -> None:

@@ -135,39 +135,54 @@ def test_train_command_and_its_errors(mlflow_store, small_corpus_file, capsys):
 
 @pytest.mark.slow
 def test_killed_command_resumes_from_its_last_checkpoint(mlflow_store, small_corpus_file):
-    """``segrl train`` killed with SIGKILL mid-run resumes from its last checkpoint when rerun."""
+    """``segrl train`` killed with SIGKILL mid-run resumes from its last checkpoint when rerun, and
+    logs each step once (the steps after the checkpoint were logged before the kill, and are
+    trained again)."""
     out = mlflow_store / "killed"
     args = [sys.executable, "-m", "segrl", "train", "--corpus", str(small_corpus_file)]
-    args += ["--steps", "400", "--batch-size", "8", "--checkpoint-every", "5", "--eval-every"]
+    args += ["--steps", "400", "--batch-size", "8", "--checkpoint-every", "20", "--eval-every"]
     args += ["1000", "--gold-max-words", "100", "--out", str(out), "--threads", "1"]
+    args += ["--set", "log_every=1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(args, cwd=mlflow_store, env=env, stdout=subprocess.DEVNULL)
     checkpoint = out / "checkpoint.pt"
+    store = MlflowClient(f"sqlite:///{mlflow_store / 'mlflow.db'}")
+
+    def logged_past_checkpoint() -> bool:  # killed a few steps after a checkpoint, before the next
+        info = RunDir(out).info
+        if info.get("step", 0) < 20:
+            return False
+        steps = [m.step for m in store.get_metric_history(info["mlflow_run_id"], "train/reward")]
+        return info["step"] + 3 <= max(steps) <= info["step"] + 10
+
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and RunDir(out).info.get("step", 0) < 10:
-        time.sleep(0.5)
+    while time.monotonic() < deadline and not logged_past_checkpoint():
+        time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert checkpoint.exists(), "no checkpoint before the kill"
     saved_step = load_checkpoint(checkpoint, restore_rng=False)["step"]
-    assert 10 <= saved_step < 400
+    assert 20 <= saved_step < 400
     config = build_config(
         TrainConfig,
         overrides={
             "data.corpus": str(small_corpus_file),
             "reinforce.steps": 400,
             "reinforce.batch_size": 8,
-            "checkpoint_every": 5,
+            "checkpoint_every": 20,
             "eval_every": 1000,
             "gold.max_words": 100,
             "out": str(out),
             "threads": 1,
+            "log_every": 1,
         },
     )
+    logged = store.get_metric_history(RunDir(out).info["mlflow_run_id"], "train/reward")
     result = train_reinforce(config)
     assert result.resumed_from == saved_step
     assert result.step == 400
     run = MlflowClient().get_run(result.run_id)
     assert run.info.status == "FINISHED"
     history = MlflowClient().get_metric_history(result.run_id, "train/reward")
-    assert min(m.step for m in history) == 10 and max(m.step for m in history) == 400
+    assert max(m.step for m in logged) > saved_step  # logged beyond the checkpoint
+    assert sorted(m.step for m in history) == list(range(1, 401))  # each step once
