@@ -19,6 +19,16 @@ for _env_id, _entry_point in ENVIRONMENTS.items():
     if _env_id not in gymnasium.registry:
         gymnasium.register(id=_env_id, entry_point=_entry_point)
 
+
+def load_segmenter(source, device: str = "cpu"):  # noqa: ANN201 - see segrl.artifacts
+    """A trained segmenter of any kind from a folder or an MLflow URI (``runs:/RUN_ID/model``,
+    ``models:/NAME/VERSION``), with ``segment_words`` and ``segment_sentences``
+    (``segrl.artifacts.load_segmenter``)."""
+    from segrl.artifacts import load_segmenter as load
+
+    return load(source, device)
+
+
 __all__ = [
     "ENVIRONMENTS",
     "ConfigError",
@@ -27,4 +37,5 @@ __all__ = [
     "SegrlError",
     "TrackingError",
     "__version__",
+    "load_segmenter",
 ]

@@ -73,6 +73,8 @@ class TrackingConfig:
 
     experiment: str = "segrl"
     run_name: str | None = None
+    register: str | None = None
+    """Also add the trained segmenter to the MLflow model registry under this name (a new version)."""
 
 
 @dataclass
@@ -266,7 +268,9 @@ def _from_dict(
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
             if not isinstance(value, dict):
-                raise ConfigError(f"{where(prefix + key)}: {prefix}{key} must be a table of options")
+                raise ConfigError(
+                    f"{where(prefix + key)}: {prefix}{key} must be a table of options"
+                )
             kwargs[key] = _from_dict(hint, value, where, prefix=f"{prefix}{key}.")
         else:
             kwargs[key] = _coerce(value, hint, f"{where(prefix + key)}: {prefix}{key}")

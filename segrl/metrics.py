@@ -2,6 +2,10 @@
 
 - ``boundary_prf``: boundary precision/recall/F1 against gold, micro-averaged over boundaries; where a
   word has alternative gold analyses, the one that matches the prediction best counts.
+- ``morph_prf``: morph precision/recall/F1 as the SIGMORPHON 2022 shared task scores them (per word,
+  the longest common subsequence of the predicted and gold morph sequences counts as correct morphs;
+  micro over morphs). Unlike boundary F1, a word left whole scores one correct morph when the gold
+  leaves it whole too, and one predicted and one gold morph when it does not.
 - ``word_boundary_prf``: the same against word boundaries, for segmentations of text with spaces hidden.
 - ``segment_matching_prf``: the segment-matching P/R/F1 used for units read off attention maps (each
   segment/word pair scored by the length of their longest common substring, a one-to-one Hungarian
@@ -36,6 +40,9 @@ WORD_BOUNDARY_F1 = "word_boundary_f1"
 SEGMENT_PRECISION = "segment_precision"
 SEGMENT_RECALL = "segment_recall"
 SEGMENT_F1 = "segment_f1"
+MORPH_PRECISION = "morph_precision"
+MORPH_RECALL = "morph_recall"
+MORPH_F1 = "morph_f1"
 BITS_PER_CHAR = "bits_per_char"
 GOLD_WORDS = "gold_words"
 
@@ -105,6 +112,43 @@ def boundary_prf(
         n_predicted += len(pred)
         n_gold += best[2]
     return prf_from_counts(hits, n_predicted, n_gold)
+
+
+def morph_prf(predicted: Sequence[Sequence[str]], gold: Sequence[Sequence[Sequence[str]]]) -> PRF:
+    """Morph P/R/F1 of predicted segmentations against gold analyses, as SIGMORPHON 2022 scores them:
+    per item, the longest common subsequence of the two morph sequences counts as its correct morphs;
+    micro over morphs. Per item the alternative analysis with the most correct morphs counts (ties:
+    fewer gold morphs).
+
+        >>> morph_prf([["walk", "ed"]], [[["walk", "ed"]]]).f1
+        1.0
+        >>> morph_prf([["walked"]], [[["walk", "ed"]]]).recall
+        0.0
+    """
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold items")
+    hits = n_predicted = n_gold = 0
+    for segments, alternatives in zip(predicted, gold, strict=True):
+        if not alternatives:
+            raise ValueError(f"no gold analysis for {''.join(segments)!r}")
+        best = max(
+            (_common_subsequence(segments, analysis), -len(analysis)) for analysis in alternatives
+        )
+        hits += best[0]
+        n_predicted += len(segments)
+        n_gold += -best[1]
+    return prf_from_counts(hits, n_predicted, n_gold)
+
+
+def _common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two morph sequences."""
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b, start=1):
+            current.append(previous[j - 1] + 1 if x == y else max(current[j - 1], previous[j]))
+        previous = current
+    return previous[-1]
 
 
 def word_boundary_prf(predicted: Sequence[Sequence[str]], sentences: Sequence[str]) -> PRF:
@@ -185,12 +229,17 @@ def segmentation_metrics(
     """The standard metrics of a segmenter: boundary P/R/F1 of its segmentations of the gold words
     (``gold`` is a sequence of ``GoldWord``), and units per character of its segmentation of running
     text (``text_predictions``; the gold words when not given)."""
-    prf = boundary_prf(gold_predictions, [g.analyses for g in gold])
+    analyses = [g.analyses for g in gold]
+    prf = boundary_prf(gold_predictions, analyses)
+    morphs = morph_prf(gold_predictions, analyses)
     units = units_per_char(text_predictions if text_predictions is not None else gold_predictions)
     return {
         BOUNDARY_PRECISION: prf.precision,
         BOUNDARY_RECALL: prf.recall,
         BOUNDARY_F1: prf.f1,
+        MORPH_PRECISION: morphs.precision,
+        MORPH_RECALL: morphs.recall,
+        MORPH_F1: morphs.f1,
         UNITS_PER_CHAR: units,
         GOLD_WORDS: float(len(gold)),
     }

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from dataclasses import is_dataclass
 from pathlib import Path
 from typing import Any
 
+import mlflow.pyfunc
 from mlflow.tracking import MlflowClient
 
 import mlflow
@@ -40,6 +42,9 @@ KIND_TAG = "segrl.kind"
 DEFAULT_EXPERIMENT = "segrl"
 REACH_TIMEOUT_S = 5.0
 _project_run_id: str | None = None
+os.environ.setdefault(
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false"
+)  # segrl shows its own progress
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -223,8 +228,8 @@ def project_run_id() -> str | None:
 
 
 def log_params(params: Mapping[str, Any]) -> None:
-    """Log params (None shown as ``None``; long values truncated to MLflow's limit)."""
-    items = {k: str(v)[:6000] for k, v in params.items()}
+    """Log params (unset options, None, are left out; long values truncated to MLflow's limit)."""
+    items = {k: str(v)[:6000] for k, v in params.items() if v is not None}
     keys = list(items)
     for i in range(0, len(keys), 100):
         mlflow.log_params({k: items[k] for k in keys[i : i + 100]})
@@ -238,11 +243,7 @@ def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
     """Log numeric metrics at ``step`` (non-finite values are logged as they are). In a resumed run,
     a metric is not logged again at a step it was logged at before the interruption (the steps
     between the last checkpoint and a crash are trained twice, and logged once)."""
-    values = {
-        k: float(v)
-        for k, v in metrics.items()
-        if step is None or step > _logged.get(k, -1)
-    }
+    values = {k: float(v) for k, v in metrics.items() if step is None or step > _logged.get(k, -1)}
     if values:
         mlflow.log_metrics(values, step=step)
 
@@ -305,6 +306,67 @@ def log_segmenter(name: str, kind: str, metrics: Mapping[str, float], samples: s
         log_text(samples, "samples.txt")
 
 
+class SegmenterModel(mlflow.pyfunc.PythonModel):
+    """A trained segrl segmenter as an MLflow ``pyfunc`` model: ``predict(["unexpectedly"])`` gives
+    ``[["un", "expected", "ly"]]``. A text with whitespace is a sentence: its segments have the
+    spaces between words as segments of their own (``segment_sentences``)."""
+
+    def load_context(self, context: Any) -> None:
+        from segrl.artifacts import SEGMENTER_ARTIFACT, load_segmenter
+
+        self.segmenter = load_segmenter(context.artifacts[SEGMENTER_ARTIFACT])
+
+    def predict(self, context: Any, model_input: list[str], params: Any = None) -> list[list[str]]:
+        sentences = [i for i, text in enumerate(model_input) if len(text.split()) > 1]
+        chosen = set(sentences)
+        out = self.segmenter.segment_words(
+            ["" if i in chosen else text.strip() for i, text in enumerate(model_input)]
+        )
+        found = self.segmenter.segment_sentences([model_input[i] for i in sentences])
+        for i, segments in zip(sentences, found, strict=True):
+            out[i] = segments
+        return out
+
+
+def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
+    """Log the saved segmenter in ``folder`` as the active run's MLflow model (artifact path
+    ``model``, with an input example and its signature; ``register``: also a new version of that
+    registered model). Returns its URI, ``runs:/RUN_ID/model``."""
+    from segrl.artifacts import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
+
+    folder = Path(folder)
+    with tempfile.TemporaryDirectory() as tmp:
+        if folder.name != SEGMENTER_ARTIFACT:  # MLflow keeps an artifact folder's own name
+            folder = Path(shutil.copytree(folder, Path(tmp) / SEGMENTER_ARTIFACT))
+        _log_pyfunc(folder, register)
+    return f"runs:/{active_run_id()}/{MODEL_ARTIFACT}"
+
+
+def _log_pyfunc(folder: Path, register: str | None) -> None:
+    from segrl import __version__
+    from segrl.artifacts import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
+
+    mlflow.pyfunc.log_model(
+        name=MODEL_ARTIFACT,
+        python_model=str(Path(__file__).with_name("pyfunc_model.py")),
+        artifacts={SEGMENTER_ARTIFACT: str(folder)},
+        input_example=["unexpectedly", "the cats sat"],  # the signature comes from predict's hints
+        pip_requirements=[f"segrl=={__version__}"],
+        registered_model_name=register,
+    )
+
+
+def download_artifacts(uri: str) -> Path:
+    """The local copy of an MLflow artifact (``runs:/``, ``models:/``, ...) of the store in use."""
+    mlflow.set_tracking_uri(ensure_reachable())
+    try:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    except (mlflow.exceptions.MlflowException, OSError) as e:
+        raise TrackingError(
+            f"{uri}: cannot fetch it from {tracking_uri()} ({_reason(e)})"
+        ) from None
+
+
 def active_run_id() -> str | None:
     run = mlflow.active_run()
     return run.info.run_id if run else None
@@ -312,8 +374,9 @@ def active_run_id() -> str | None:
 
 def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = True) -> list[dict]:
     """Finished segmenter runs of ``experiment``, newest first: one dict per run with ``segmenter``,
-    ``kind``, ``run_name``, ``run_id``, ``start_time`` and every metric of ``COMPARE_COLUMNS`` it
-    logged. With ``latest_only`` only each segmenter's newest run is kept."""
+    ``kind``, ``corpus`` and ``gold`` (what it was trained on and scored against), ``run_name``,
+    ``run_id``, ``start_time`` and every metric of ``COMPARE_COLUMNS`` it logged. With
+    ``latest_only`` only the newest run of each segmenter on each (corpus, gold) is kept."""
     uri = ensure_reachable()
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
@@ -323,7 +386,7 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
             "--experiment (and check MLFLOW_TRACKING_URI and the folder you run in)"
         )
     rows: list[dict] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str, str]] = set()
     runs = client.search_runs(
         [exp.experiment_id],
         filter_string="attributes.status = 'FINISHED'",
@@ -332,13 +395,16 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
     )
     for run in runs:
         name = run.data.tags.get(SEGMENTER_TAG)
-        if not name or (latest_only and name in seen):
+        corpus, gold = run_data_labels(run.data.params, run.data.tags.get(KIND_TAG, ""))
+        if not name or (latest_only and (name, corpus, gold) in seen):
             continue
-        seen.add(name)
+        seen.add((name, corpus, gold))
         metrics = {k: run.data.metrics[k] for k in COMPARE_COLUMNS if k in run.data.metrics}
         rows.append(
             {
                 "segmenter": name,
+                "corpus": corpus,
+                "gold": gold,
                 "kind": run.data.tags.get(KIND_TAG, ""),
                 "run_name": run.info.run_name,
                 "run_id": run.info.run_id,
@@ -347,6 +413,27 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
             }
         )
     return rows
+
+
+def run_data_labels(params: Mapping[str, str], kind: str) -> tuple[str, str]:
+    """(corpus, gold) of a run, from the options it logged: the corpus (with its size and format
+    options where they are not the defaults) and the gold file (with its sample size)."""
+    if kind == "evaluated":  # scored after the fact: its training corpus is not known here
+        corpus = "(scored by segrl evaluate)"
+    else:
+        corpus = _unset(params.get("data.corpus")) or "bundled"
+        for key, label in (("data.max_sentences", "sentences"), ("data.max_words", "words")):
+            if _unset(params.get(key)):
+                corpus += f" ({label} {params[key]})"
+    gold = _unset(params.get("gold.path")) or "bundled"
+    if _unset(params.get("gold.max_words")):
+        gold += f" ({params['gold.max_words']} words)"
+    return corpus, gold
+
+
+def _unset(value: str | None) -> str | None:
+    """A logged option's value; None for one left unset (older runs logged the string "None")."""
+    return None if value in (None, "", "None") else value
 
 
 def finished_run_with_tag(

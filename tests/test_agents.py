@@ -109,7 +109,9 @@ def test_reverse_index_reverses_within_length():
 
 
 def test_bad_segmenter_config_is_a_config_error():
-    with pytest.raises(ConfigError, match="segmenter.kind must be one of: bilstm, transformer; got 'cnn'"):
+    with pytest.raises(
+        ConfigError, match="segmenter.kind must be one of: bilstm, transformer; got 'cnn'"
+    ):
         SegmenterConfig(kind="cnn").validate()
     with pytest.raises(ConfigError, match="multiple"):
         SegmenterConfig(kind="transformer", hidden_dim=15, transformer_heads=2).validate()

@@ -151,4 +151,6 @@ def test_a_bad_value_names_where_it_came_from(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[data]\ndampening = "log"\n')
     with pytest.raises(ConfigError, match="^command line: data.corpus_format must be one of"):
-        build_config(BaselineConfig, path, {"data.corpus_format": "csv"}, overrides_from="command line")
+        build_config(
+            BaselineConfig, path, {"data.corpus_format": "csv"}, overrides_from="command line"
+        )

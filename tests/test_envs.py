@@ -133,7 +133,9 @@ def test_sentence_segment_gives_action_rewards_in_info(corpus, gold):
 
 
 def test_bad_options_and_texts_are_clear_errors(corpus, gold):
-    with pytest.raises(ConfigError, match="env.reward must be one of: sequence, per-action; got 'bogus'"):
+    with pytest.raises(
+        ConfigError, match="env.reward must be one of: sequence, per-action; got 'bogus'"
+    ):
         gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, reward="bogus")
     with pytest.raises(ConfigError, match="env.rules must be one of: binary, full; got 'many'"):
         gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, rules="many")

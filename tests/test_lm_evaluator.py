@@ -19,10 +19,10 @@ from segrl.envs import CharSegmentEnv
 from segrl.errors import ConfigError
 from segrl.evaluators import SPLIT, encode_segmentation_batch
 from segrl.evaluators.lm import MAX_NATS, LMEvaluator
-from segrl.lm.config import lm_config
 from segrl.evaluators.registry import LMEvaluatorConfig
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import build_lm
+from segrl.lm.config import lm_config
 
 # Every stem is followed by one of a few suffixes: split after the stem is the right segmentation.
 STEMS = ["walk", "talk", "jump", "play", "kick", "look"]

@@ -50,6 +50,13 @@ def test_lm_train_logs_an_slm_segmenter_and_resumes(corpus, mlflow_store, capsys
     runs = segmenter_runs("lm")
     assert [(r["segmenter"], r["kind"]) for r in runs] == [("slm", "lm")]
     assert runs[0]["bits_per_char"] == pytest.approx(metrics["bits_per_char"])
+    from segrl import load_segmenter
+
+    segmenter = load_segmenter(f"runs:/{runs[0]['run_id']}")
+    assert segmenter.kind == "slm"
+    assert segmenter.segment_words(["walked"]) == load_segmenter(
+        mlflow_store / "out"
+    ).segment_words(["walked"])
     model = load_lm(mlflow_store / "out" / "best")
     # the saved model keeps the length penalty it trained with (unset: 0 on running text)
     assert model.config == dataclasses.replace(config.lm, length_penalty=0.0)
@@ -116,7 +123,10 @@ def test_cli_reports_bad_lm_options(mlflow_store, small_corpus_file, capsys):
     assert "unknown level(s) bytes" in capsys.readouterr().err
     code = main(["lm", "train", "--corpus", str(small_corpus_file), "--context", "window"])
     assert code == EXIT_USER_ERROR
-    assert "command line: lm.context must be one of: lstm, words, none; got 'window'" in capsys.readouterr().err
+    assert (
+        "command line: lm.context must be one of: lstm, words, none; got 'window'"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.slow

@@ -55,7 +55,16 @@ def test_train_logs_to_mlflow_and_registers_the_segmenter(mlflow_store, small_co
     eval_history = MlflowClient().get_metric_history(result.run_id, "eval/boundary_f1")
     assert [m.step for m in eval_history] == [0, 6]  # untrained, then every eval_every steps
     artifacts = {a.path for a in MlflowClient().list_artifacts(result.run_id)}
-    assert {"samples.txt", "segmenter", "config.toml", "samples"} <= artifacts
+    assert {"samples.txt", "config.toml", "samples"} <= artifacts
+    # the trained policy is the run's MLflow model, and the run folder loads as the same segmenter
+    import mlflow
+    from segrl import load_segmenter
+
+    words = ["walked", "Jumping", "talks"]
+    predicted = mlflow.pyfunc.load_model(f"runs:/{result.run_id}/model").predict(words)
+    assert ["".join(p) for p in predicted] == words
+    assert load_segmenter(result.run_dir).segment_words(words) == predicted
+    assert load_segmenter(result.run_dir).kind == "agent"
     rows = segmenter_runs("segrl")
     assert [r["segmenter"] for r in rows] == ["reinforce-bilstm-morfessor-per-action"]
     assert rows[0]["kind"] == "agent"
@@ -124,7 +133,10 @@ def test_train_command_and_its_errors(mlflow_store, small_corpus_file, capsys):
     assert "reinforce-transformer-morfessor-sequence-hidden" in capsys.readouterr().out
     for bad, message in [
         (["--evaluator", "bogus"], "unknown evaluator 'bogus'"),
-        (["--reward", "dense"], "command line: env.reward must be one of: sequence, per-action; got 'dense'"),
+        (
+            ["--reward", "dense"],
+            "command line: env.reward must be one of: sequence, per-action; got 'dense'",
+        ),
         (["--agent", "dqn"], "unknown agent 'dqn'"),
         (["--segmenter", "cnn"], "segmenter.kind must be one of: bilstm, transformer; got 'cnn'"),
     ]:

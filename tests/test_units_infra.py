@@ -199,6 +199,13 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     with torch.no_grad():
         assert segment_texts(loaded, vocab, texts) == segment_texts(loaded, vocab, texts)
     assert vocab == corpus.vocab
+    # the run's MLflow model and its folder load as the same segmenter
+    from segrl import load_segmenter
+
+    logged = load_segmenter(f"runs:/{result.run_id}/model")
+    assert logged.kind == "units"
+    assert logged.segment_sentences(texts) == segment_texts(loaded, vocab, texts)
+    assert load_segmenter(result.folder).segment_sentences(texts) == logged.segment_sentences(texts)
     with pytest.raises(ConfigError, match="already holds a trained model"):
         train_unit_model(config)
 

@@ -121,7 +121,9 @@ def test_dampening(dampening, expected):
 
 def test_unknown_dampening_is_refused(tmp_path):
     path = _write_counts(tmp_path / "w.txt")
-    with pytest.raises(ConfigError, match="data.dampening must be one of: none, log, ones; got 'sqrt'"):
+    with pytest.raises(
+        ConfigError, match="data.dampening must be one of: none, log, ones; got 'sqrt'"
+    ):
         load_corpus(DataConfig(corpus=str(path), dampening="sqrt"))
 
 

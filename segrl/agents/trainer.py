@@ -240,7 +240,8 @@ def finish(
     metrics["train_seconds"] = train_seconds
     metrics["train_steps"] = float(step)
     tracking.log_segmenter(config.name, AGENT_KIND, metrics, samples)
-    tracking.log_artifact(segmenter.save(run.path / SEGMENTER_DIR), "segmenter")
+    saved = segmenter.save(run.path / SEGMENTER_DIR)
+    tracking.log_segmenter_model(saved, config.tracking.register)
     run.update_info(finished=True, step=step, metrics=metrics)
     summary = ", ".join(
         f"{key} {metrics[key]:.3f}"

@@ -32,6 +32,16 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
     return cls()
 
 
+def segmenter_name(config: BaselineConfig) -> str:
+    """The segmenter's name in ``segrl compare``: the method with the options that distinguish its
+    runs (``unigram-8000``; ``morfessor-log`` where counts are not types)."""
+    if config.method in ("bpe", "unigram", "yttm-bpe"):
+        return f"{config.method}-{config.vocab_size}"
+    if config.method == "morfessor" and config.morfessor_dampening != "ones":
+        return f"morfessor-{config.morfessor_dampening}"
+    return config.method
+
+
 def sample_segmentations(segmenter: Segmenter, sentences: list[str], n: int = N_SAMPLES) -> str:
     """The first ``n`` sentences, segmented, one per line (segments joined by ``-``)."""
     return "\n".join(render(segmenter.segment_sentence(s)) for s in sentences[:n]) + "\n"
@@ -54,7 +64,8 @@ def run_baseline(
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     check_gold_fits(gold, corpus.vocab, config.gold.path)
     segmenter = make_segmenter(config)
-    run_name = config.tracking.run_name or config.method
+    name = segmenter_name(config)
+    run_name = config.tracking.run_name or name
     tracking.ensure_reachable()
     started = time.perf_counter()
     segmenter.train(corpus)
@@ -64,8 +75,9 @@ def run_baseline(
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics["train_seconds"] = train_seconds
         tracking.log_segmenter(
-            config.method, "baseline", metrics, sample_segmentations(segmenter, corpus.test)
+            name, "baseline", metrics, sample_segmentations(segmenter, corpus.test)
         )
         with tempfile.TemporaryDirectory() as tmp:
-            tracking.log_artifact(segmenter.save(Path(tmp) / "segmenter"), "segmenter")
+            saved = segmenter.save(Path(tmp) / "segmenter")
+            tracking.log_segmenter_model(saved, config.tracking.register)
     return metrics

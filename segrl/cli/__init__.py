@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "segrl.cli.units",
     "segrl.cli.train",
     "segrl.cli.bench",
+    "segrl.cli.segment",
 )
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -59,12 +59,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compare = subparsers.add_parser(
         "compare",
         help="one table of every segmenter in an MLflow experiment",
-        description="Print one table of the segmenters logged to an MLflow experiment (each "
-        "segmenter's latest finished run), with the same metric columns for all.",
+        description="Print the segmenter runs of an MLflow experiment with the same metric columns "
+        "for all: one table per corpus and gold set (runs trained on different corpora or scored "
+        "on different gold sets are not comparable; --mixed puts them in one table anyway).",
     )
     compare.add_argument("--experiment", default="segrl", metavar="NAME")
     compare.add_argument(
-        "--all-runs", action="store_true", help="one row per run instead of per segmenter"
+        "--latest", action="store_true", help="only each segmenter's newest run (per table)"
+    )
+    compare.add_argument("--name", metavar="TEXT", help="only segmenters whose name contains TEXT")
+    compare.add_argument(
+        "--kind", metavar="KIND", help="only one kind: baseline, agent, lm, units, evaluated"
+    )
+    compare.add_argument(
+        "--mixed", action="store_true", help="one table for all, with corpus and gold columns"
     )
     compare.set_defaults(func=run_compare_command)
 
@@ -103,22 +111,41 @@ def run_baseline_command(args: argparse.Namespace) -> int:
 
 
 def run_compare_command(args: argparse.Namespace) -> int:
-    print_comparison(args.experiment, latest_only=not args.all_runs)
+    print_comparison(args.experiment, args.latest, args.name, args.kind, args.mixed)
     return 0
 
 
-def print_comparison(experiment: str, latest_only: bool = True) -> None:
+def print_comparison(
+    experiment: str,
+    latest_only: bool = True,
+    name: str | None = None,
+    kind: str | None = None,
+    mixed: bool = False,
+) -> None:
+    """The runs of ``experiment`` (filtered by ``name`` and ``kind``), best boundary F1 first, one
+    table per (corpus, gold) unless ``mixed``."""
     from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS
     from segrl.tracking import format_table, segmenter_runs
 
-    rows = segmenter_runs(experiment, latest_only=latest_only)
+    rows = [
+        r
+        for r in segmenter_runs(experiment, latest_only=latest_only)
+        if (name is None or name in r["segmenter"]) and (kind is None or r["kind"] == kind)
+    ]
     if not rows:
-        print(f"no segmenter runs in experiment {experiment!r} yet")
+        chosen = "" if name is None and kind is None else " that match"
+        print(f"no segmenter runs{chosen} in experiment {experiment!r} yet")
         return
     rows.sort(key=lambda r: r.get(BOUNDARY_F1, -1.0), reverse=True)
-    metric_columns = [c for c in COMPARE_COLUMNS if any(c in r for r in rows)]
-    columns = ["segmenter", "kind", *metric_columns]
-    if not latest_only:
-        columns.append("run_id")
-    print(f"Segmenters in experiment '{experiment}' (boundary metrics against the gold set):")
-    print(format_table(rows, columns))
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault(("", "") if mixed else (row["corpus"], row["gold"]), []).append(row)
+    for k, ((corpus, gold), group) in enumerate(sorted(groups.items(), key=lambda g: -len(g[1]))):
+        metric_columns = [c for c in COMPARE_COLUMNS if any(c in r for r in group)]
+        columns = ["segmenter", "kind", *metric_columns, "run_id"]
+        if mixed:
+            columns[2:2] = ["corpus", "gold"]
+            print(f"Segmenters in experiment '{experiment}' (corpora and gold sets mixed):")
+        else:
+            print(f"{chr(10) if k else ''}Experiment '{experiment}', corpus {corpus}, gold {gold}:")
+        print(format_table(group, columns))

@@ -130,6 +130,12 @@ def add_tracking_args(parser: argparse.ArgumentParser) -> None:
         help="MLflow experiment (default: segrl)",
     )
     group.add_argument("--run-name", dest="tracking.run_name", metavar="NAME")
+    group.add_argument(
+        "--register",
+        dest="tracking.register",
+        metavar="NAME",
+        help="also add the trained segmenter to the MLflow model registry as a new version of NAME",
+    )
 
 
 COMMAND_LINE = "command line"

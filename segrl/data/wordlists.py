@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from collections import Counter
 from collections.abc import Iterable, Iterator
-
-import typing
 
 from segrl.config import CorpusFormat, Dampening
 from segrl.errors import DataError

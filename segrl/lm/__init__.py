@@ -29,7 +29,6 @@ Models (``build_lm``): ``slm`` (segments conditioned on the character context: e
     >>> flips = lm.flip_scores(batch)     # [B, L], 0 where a decision is forced
 """
 
-
 import importlib
 from typing import TYPE_CHECKING, Any
 

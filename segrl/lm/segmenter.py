@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import random
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,9 +160,8 @@ def train_lm_segmenter(
         metrics["train_seconds"] = train_seconds
         samples = "\n".join(render(segmenter.segment_sentence(s)) for s in corpus.test[:25]) + "\n"
         tracking.log_segmenter("slm", "lm", metrics, samples)
-        with tempfile.TemporaryDirectory() as tmp:
-            tracking.log_artifact(save_lm(model, Path(tmp) / "model"), "model")
-        save_lm(model, run.path / "best")
+        saved = save_lm(model, run.path / "best")
+        tracking.log_segmenter_model(saved, config.tracking.register)
         # not marked finished: the checkpoint stays, so more epochs may be asked for later
         run.update_info(step=trainer.steps, metrics=metrics)
     return metrics

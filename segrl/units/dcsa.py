@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from segrl.data.vocab import CharVocab
 from segrl.config import check_choices
+from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
 from segrl.units.base import AutoencoderBatch, Encoding, LossOutput
 from segrl.units.l0drop import (

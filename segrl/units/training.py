@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -243,9 +244,9 @@ def train_unit_model(
         job.close_progress()
         metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
         save_unit_model(folder, model, vocab, config)
-        tracking.log_artifact(folder / MODEL_FILE, "model")
-        for name in ("config.toml", "vocab.json"):
-            tracking.log_artifact(folder / name, "model")
+        with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
+            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config)
+            tracking.log_segmenter_model(saved, config.tracking.register)
         run.finish(step=step)
     return TrainResult(metrics, folder, run_id, resumed_from or 0)
 

@@ -1,0 +1,188 @@
+"""Trained segmenters as artifacts: one loader for every kind of segmenter segrl trains.
+
+    >>> seg = load_segmenter("runs/reinforce-bilstm-lm-per-action-posterior")   # a run folder
+    >>> seg = load_segmenter("runs:/0123abcd/model")                             # an MLflow run
+    >>> seg = load_segmenter("models:/english-morphs/1")                         # the model registry
+    >>> seg.segment_words(["unexpectedly"])
+    [['un', 'expected', 'ly']]
+    >>> seg.segment_sentences(["the cats sat"])
+    [['the', ' ', 'cat', 's', ' ', 'sat']]
+
+A source is a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
+``segmenter`` folder, ``segrl lm train``'s run folder or a saved ``slm``, a unit model's run folder),
+an MLflow model folder (``MLmodel`` beside ``artifacts/segmenter``), or an MLflow URI (``runs:/``,
+``models:/``, ``mlflow-artifacts:/``; ``runs:/RUN_ID`` alone means its ``model``), downloaded from
+the tracking store in use.
+
+Every segmenter is given text as it comes: it segments the text lower-cased (as it was trained)
+and the segments are cut from the original, so they always spell their input. Sentences are split
+at whitespace; their segments have each space between two words as a segment of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from segrl.errors import ModelError
+
+KINDS = ("classic", "agent", "slm", "units")
+"""What a saved segmenter can be: a classic segmenter (Morfessor, BPE, unigram, trivial), an RL
+agent's policy, a segmental LM (Viterbi), a unit model (segments read off its attention)."""
+MODEL_ARTIFACT = "model"
+"""The artifact path of a run's MLflow model: ``runs:/RUN_ID/model``."""
+SEGMENTER_ARTIFACT = "segmenter"
+"""The name of the segmenter folder inside an MLflow model's artifacts."""
+_URI_SCHEMES = ("runs:", "models:", "mlflow-artifacts:", "s3:", "gs:", "wasbs:", "dbfs:", "file:")
+
+
+@dataclass
+class LoadedSegmenter:
+    """A trained segmenter of any kind, with the two calls every kind answers."""
+
+    kind: str
+    """One of ``KINDS``."""
+    folder: Path
+    """The local folder it was loaded from."""
+    _words: Callable[[list[str]], list[list[str]]]
+    _sentences: Callable[[list[str]], list[list[str]]] | None = None
+
+    def segment_words(self, words: Sequence[str]) -> list[list[str]]:
+        """Each word's segments (they spell the word; an empty word has none)."""
+        words = list(words)
+        lowered = [w.lower() for w in words]
+        found = self._words([w for w in lowered if w])
+        it = iter(found)
+        return [_cut_like(w, next(it)) if w else [] for w in words]
+
+    def segment_sentences(self, sentences: Sequence[str]) -> list[list[str]]:
+        """Each sentence's segments, with each space between two words a segment of its own; the
+        sentence is taken with its whitespace collapsed to single spaces."""
+        texts = [" ".join(s.split()) for s in sentences]
+        if self._sentences is not None:
+            lowered = [t.lower() for t in texts]
+            found = self._sentences(lowered)
+            return [_cut_like(t, segs) for t, segs in zip(texts, found, strict=True)]
+        per_word = self.segment_words([w for t in texts for w in t.split(" ") if w])
+        it = iter(per_word)
+        out = []
+        for text in texts:
+            segments: list[str] = []
+            for k, _word in enumerate(w for w in text.split(" ") if w):
+                if k:
+                    segments.append(" ")
+                segments += next(it)
+            out.append(segments)
+        return out
+
+
+def _cut_like(original: str, segments: list[str]) -> list[str]:
+    """``segments`` of the lower-cased ``original`` cut from ``original`` itself (where lower-casing
+    kept its length; otherwise the segments as they are)."""
+    if "".join(segments) == original or len(original.lower()) != len(original):
+        return segments
+    out, at = [], 0
+    for segment in segments:
+        out.append(original[at : at + len(segment)])
+        at += len(segment)
+    return out if at == len(original) else segments
+
+
+def load_segmenter(source: str | Path, device: str = "cpu") -> LoadedSegmenter:
+    """The segmenter at ``source`` (see the module docstring), ready to segment."""
+    folder = resolve_source(source)
+    kind, folder = segmenter_folder(folder)
+    return _LOADERS[kind](folder, device)
+
+
+def resolve_source(source: str | Path) -> Path:
+    """A local folder for ``source``: the folder itself, or the MLflow artifact downloaded."""
+    text = str(source)
+    if text.startswith(_URI_SCHEMES) and not Path(text).exists():
+        from segrl import tracking
+
+        if text.startswith("runs:/") and text.rstrip("/").count("/") == 1:
+            text = f"{text.rstrip('/')}/{MODEL_ARTIFACT}"
+        return tracking.download_artifacts(text)
+    folder = Path(source)
+    if not folder.exists():
+        raise ModelError(
+            f"{folder}: no such folder; give a folder a segrl job wrote, or an MLflow URI "
+            "(runs:/RUN_ID/model, models:/NAME/VERSION)"
+        )
+    if not folder.is_dir():
+        raise ModelError(f"{folder}: a file, not a segmenter folder")
+    return folder
+
+
+def segmenter_folder(folder: Path) -> tuple[str, Path]:
+    """(kind, the folder holding its files) of a saved segmenter, a run folder or an MLflow model."""
+    if (folder / "MLmodel").exists():
+        folder = folder / "artifacts" / SEGMENTER_ARTIFACT
+    for inner in (SEGMENTER_ARTIFACT, "best"):  # an agent's or `segrl lm train`'s run folder
+        if (folder / inner).is_dir() and _kind_of(folder / inner) is not None:
+            folder = folder / inner
+            break
+    kind = _kind_of(folder)
+    if kind is None:
+        raise ModelError(
+            f"{folder}: not a saved segmenter (no segmenter.json, agent_segmenter.json or model.pt); "
+            "give a run folder of a finished job or its saved segmenter"
+        )
+    return kind, folder
+
+
+def _kind_of(folder: Path) -> str | None:
+    from segrl.agents.segmenter import META_FILE as AGENT_META
+    from segrl.baselines.base import META_FILE as CLASSIC_META
+
+    if (folder / AGENT_META).exists():
+        return "agent"
+    if (folder / CLASSIC_META).exists():
+        return "classic"
+    if (folder / "model.pt").exists():
+        return "units" if (folder / "config.toml").exists() else "slm"
+    return None
+
+
+def _load_classic(folder: Path, device: str) -> LoadedSegmenter:
+    from segrl.baselines.base import Segmenter
+
+    segmenter = Segmenter.load(folder)
+    return LoadedSegmenter("classic", folder, segmenter.segment_words)
+
+
+def _load_agent(folder: Path, device: str) -> LoadedSegmenter:
+    from segrl.agents.segmenter import AgentSegmenter
+
+    agent = AgentSegmenter.load(folder, device)
+    return LoadedSegmenter("agent", folder, agent.segment_sentences, agent.segment_sentences)
+
+
+def _load_slm(folder: Path, device: str) -> LoadedSegmenter:
+    from segrl.lm.models import load_lm
+    from segrl.lm.segmenter import LMSegmenter
+
+    model = load_lm(folder, device)
+    return LoadedSegmenter("slm", folder, LMSegmenter(model).segment_words)
+
+
+def _load_units(folder: Path, device: str) -> LoadedSegmenter:
+    from segrl.units.evaluation import segment_texts
+    from segrl.units.saving import load_unit_model
+
+    model, vocab, config = load_unit_model(folder, device)
+
+    def segment(texts: list[str]) -> list[list[str]]:
+        return segment_texts(model, vocab, texts, config.eval.batch_size, config.train.precision)
+
+    return LoadedSegmenter("units", folder, segment, segment)
+
+
+_LOADERS: dict[str, Callable[[Path, str], LoadedSegmenter]] = {
+    "classic": _load_classic,
+    "agent": _load_agent,
+    "slm": _load_slm,
+    "units": _load_units,
+}

@@ -1,0 +1,109 @@
+"""Scoring any segmenter against gold files after the fact: a trained one (``segrl.load_segmenter``)
+or another tool's predictions (``segrl.formats``), with the metrics of ``segrl.metrics``.
+
+    >>> results = evaluate_predictions("morfessor.out", ["eng.word.dev.tsv"])
+    >>> results[0].metrics["boundary_f1"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from segrl.data.gold import BUNDLED_GOLD, GoldWord, load_gold
+from segrl.errors import DataError
+from segrl.metrics import (
+    BOUNDARY_F1,
+    BOUNDARY_PRECISION,
+    BOUNDARY_RECALL,
+    GOLD_WORDS,
+    MORPH_F1,
+    UNITS_PER_CHAR,
+    evaluate_word_segmenter,
+    segmentation_metrics,
+)
+
+EVALUATED_KIND = "evaluated"
+"""The ``segrl.kind`` of runs ``segrl evaluate --log`` records."""
+COVERED = "covered_fraction"
+"""The fraction of gold words a predictions file segments (the others are left out of the scores)."""
+
+
+@dataclass
+class GoldScores:
+    """The scores of one segmenter on one gold file."""
+
+    gold: str
+    """The gold file (``bundled:...`` for the bundled set)."""
+    metrics: dict[str, float]
+
+
+def gold_label(path: str | None) -> str:
+    return path or f"bundled:{BUNDLED_GOLD}"
+
+
+def evaluate_model(model: str, golds: Sequence[str | None]) -> list[GoldScores]:
+    """A trained segmenter (folder or MLflow URI) on each gold file (None: the bundled set)."""
+    from segrl.artifacts import load_segmenter
+
+    segmenter = load_segmenter(model)
+    return [
+        GoldScores(
+            gold_label(path), evaluate_word_segmenter(segmenter.segment_words, load_gold(path))
+        )
+        for path in golds
+    ]
+
+
+def evaluate_predictions(
+    predictions: str, golds: Sequence[str | None], fmt: str = "auto", separator: str = "-"
+) -> list[GoldScores]:
+    """A predictions file on each gold file: the gold words it segments are scored (lower-cased, as
+    gold files are read); ``covered_fraction`` says how many of them it has."""
+    from segrl.data.corpus import read_lines
+    from segrl.formats import read_predictions
+
+    predicted: dict[str, list[str]] = {}
+    for word, morphs in read_predictions(read_lines(predictions), fmt, separator):
+        predicted.setdefault(word.lower(), [m.lower() for m in morphs])
+    if not predicted:
+        raise DataError(f"{predictions}: no segmentations in it")
+    out = []
+    for path in golds:
+        gold = load_gold(path)
+        covered: list[GoldWord] = [g for g in gold if g.word in predicted]
+        if not covered:
+            raise DataError(
+                f"{predictions}: segments none of the {len(gold)} words of {gold_label(path)}; give "
+                "the predictions for that gold file's words"
+            )
+        metrics = segmentation_metrics([predicted[g.word] for g in covered], covered)
+        metrics[COVERED] = len(covered) / len(gold)
+        out.append(GoldScores(gold_label(path), metrics))
+    return out
+
+
+def print_scores(name: str, results: Sequence[GoldScores]) -> None:
+    """One line per gold file: boundary P/R/F1, morph F1 (SIGMORPHON 2022's), units per character."""
+    for r in results:
+        m = r.metrics
+        covered = f", {m[COVERED]:.1%} of gold words covered" if COVERED in m else ""
+        print(
+            f"[{name}] {r.gold}: boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "
+            f"{m[BOUNDARY_RECALL]:.3f} / {m[BOUNDARY_F1]:.3f}, morph F1 {m[MORPH_F1]:.3f}, "
+            f"units/char {m[UNITS_PER_CHAR]:.3f} ({m[GOLD_WORDS]:.0f} words{covered})",
+            flush=True,
+        )
+
+
+def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment: str) -> None:
+    """One MLflow run per gold file, a segmenter of kind ``evaluated`` that ``segrl compare`` shows
+    beside the trained ones (grouped by its gold file)."""
+    from segrl import tracking
+
+    for r in results:
+        params = {"source": source}
+        if not r.gold.startswith("bundled:"):
+            params["gold.path"] = r.gold
+        with tracking.start_run(params, experiment, name):
+            tracking.log_segmenter(name, EVALUATED_KIND, r.metrics)

@@ -1,0 +1,206 @@
+"""Trained segmenters as artifacts: one loader, MLflow pyfunc models, ``segrl segment``, ``segrl
+evaluate``, and a ``segrl compare`` that keeps every run and never mixes corpora or gold sets."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import mlflow
+from segrl import load_segmenter
+from segrl.baselines import SEGMENTERS
+from segrl.cli import EXIT_USER_ERROR, main
+from segrl.data.corpus import read_lines
+from segrl.errors import DataError, ModelError
+from segrl.formats import format_sentence, format_word, read_predictions, split_words
+from segrl.metrics import morph_prf
+
+SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
+
+
+def _stdin(monkeypatch, text: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8"))))
+
+
+def _only_run_id(experiment: str = "segrl") -> str:
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    (run,) = client.search_runs([exp.experiment_id])
+    return run.info.run_id
+
+
+def test_a_saved_classic_segmenter_loads_and_spells_its_input(corpus, tmp_path):
+    folder = SEGMENTERS["bpe"](vocab_size=60).train(corpus).save(tmp_path / "bpe")
+    segmenter = load_segmenter(folder)
+    assert segmenter.kind == "classic"
+    words = ["Walked", "jumping", "", "ÉTÉ"]
+    found = segmenter.segment_words(words)
+    assert ["".join(s) for s in found] == words  # cut from the original, case kept
+    assert found[2] == []
+    (sentence,) = segmenter.segment_sentences(["The  cats\tsat"])
+    assert "".join(sentence) == "The cats sat"
+    assert sentence.count(" ") == 2 and " " not in "".join(s for s in sentence if s != " ")
+    with pytest.raises(ModelError, match="no such folder"):
+        load_segmenter(tmp_path / "nowhere")
+    with pytest.raises(ModelError, match="not a saved segmenter"):
+        load_segmenter(tmp_path)
+
+
+def test_a_baseline_run_is_an_mlflow_model_round_trip(
+    mlflow_store, small_corpus_file, monkeypatch, capsys
+):
+    args = ["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL]
+    assert main([*args, "--register", "chars"]) == 0
+    run_id = _only_run_id()
+    uri = f"runs:/{run_id}/model"
+    model = mlflow.pyfunc.load_model(uri)
+    assert model.predict(["unexpectedly"]) == [list("unexpectedly")]
+    # a text with spaces is a sentence: the spaces are segments of their own
+    assert model.predict(["the cat"]) == [["t", "h", "e", " ", "c", "a", "t"]]
+    assert mlflow.pyfunc.load_model("models:/chars/1").predict(["ab"]) == [["a", "b"]]
+    assert load_segmenter(f"runs:/{run_id}").segment_words(["ox"]) == [["o", "x"]]
+    capsys.readouterr()
+
+    _stdin(monkeypatch, "walked\nTalks\n")
+    assert main(["segment", "--model", uri, "--quiet"]) == 0
+    assert capsys.readouterr().out == "w a l k e d\nT a l k s\n"
+
+    counts = mlflow_store / "counts.txt"
+    counts.write_text("12 ab\n3 cd\n", encoding="utf-8")
+    assert main(["segment", "--model", uri, str(counts), "--format", "sigmorphon"]) == 0
+    assert capsys.readouterr().out == "ab\ta @@b\t12\ncd\tc @@d\t3\n"
+
+    _stdin(monkeypatch, "the cats sat\nno  way\n")
+    assert main(["segment", "--model", "models:/chars/1", "--input-format", "text"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "the cats sat\tt @@h @@e c @@a @@t @@s s @@a @@t",
+        "no way\tn @@o w @@a @@y",
+    ]
+    _stdin(monkeypatch, "the cats\n")
+    code = main(["segment", "--model", uri, "--input-format", "text", "--format", "morfessor"])
+    assert code == EXIT_USER_ERROR and "no word boundaries" in capsys.readouterr().err
+    _stdin(monkeypatch, "ab\n")
+    assert main(["segment", "--model", uri, "--format", "separator", "--separator", "+"]) == 0
+    assert capsys.readouterr().out == "a+b\n"
+
+
+def test_segment_refuses_bad_input_in_one_line(mlflow_store, monkeypatch, capsys):
+    code = main(["segment", "--model", str(mlflow_store / "missing")])
+    assert code == EXIT_USER_ERROR and "no such folder" in capsys.readouterr().err
+    code = main(["segment", "--model", "runs:/0123456789abcdef/model"])
+    err = capsys.readouterr().err
+    assert code == EXIT_USER_ERROR and err.startswith("segrl: error: runs:/0123456789abcdef/model")
+    assert "Traceback" not in err
+
+
+def test_evaluate_scores_predictions_and_a_model_and_logs_them(
+    mlflow_store, small_corpus_file, capsys
+):
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\t010\njumps\tjump @@s\t010\nhome\thome\t000\n", "utf-8")
+    predictions = mlflow_store / "pred.txt"
+    predictions.write_text("walk ed\nju mps\nhome\nextra word\n", encoding="utf-8")
+    code = main(["evaluate", "--predictions", str(predictions), "--gold", str(gold), "--log"])
+    out = capsys.readouterr().out
+    assert code == 0
+    # boundaries: walk|ed right, ju|mps wrong (1 of 2 predicted, 1 of 2 gold); morphs (SIGMORPHON
+    # 2022): walk, ed, home right of 5 predicted and 5 gold
+    assert "boundary P/R/F1 0.500 / 0.500 / 0.500, morph F1 0.600" in out
+    assert "100.0% of gold words covered" in out
+    main(["compare"])
+    table = capsys.readouterr().out
+    assert "pred.txt" in table and "evaluated" in table and f"gold {gold}" in table
+
+    assert (
+        main(["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL])
+        == 0
+    )
+    run_id = next(
+        r.info.run_id
+        for r in MlflowClient().search_runs(["1"])
+        if r.data.tags.get("segrl.segmenter") == "characters"
+    )
+    capsys.readouterr()
+    assert main(["evaluate", "--model", f"runs:/{run_id}/model", "--gold", str(gold)]) == 0
+    out = capsys.readouterr().out
+    assert "boundary P/R/F1 0.167 / 1.000 / 0.286" in out  # 12 splits, 2 of them gold
+
+    empty = mlflow_store / "other.txt"
+    empty.write_text("cat\n", encoding="utf-8")
+    code = main(["evaluate", "--predictions", str(empty), "--gold", str(gold)])
+    assert code == EXIT_USER_ERROR and "segments none of the 3 words" in capsys.readouterr().err
+
+
+def test_predictions_formats_read_back_what_segment_writes():
+    lines = [
+        ("p", 1, "walked\twalk @@ed\t010"),
+        ("p", 2, "3 jump s"),
+        ("p", 3, "the cats\tthe cat @@s"),
+        ("p", 4, "ice cream\tice  @@cream"),  # a morph marker on the space, as some tools write
+    ]
+    assert list(read_predictions(lines)) == [
+        ("walked", ["walk", "ed"]),
+        ("jumps", ["jump", "s"]),
+        ("the", ["the"]),
+        ("cats", ["cat", "s"]),
+        ("ice", ["ice"]),
+        ("cream", ["cream"]),
+    ]
+    assert list(read_predictions([("p", 1, "un-do ne")], "separator", "-")) == [
+        ("undo", ["un", "do"]),
+        ("ne", ["ne"]),
+    ]
+    with pytest.raises(DataError, match="p:1: the morphs 'walk e' do not spell 'walked'"):
+        list(read_predictions([("p", 1, "walked\twalk @@e")]))
+    assert format_word("cats", ["cat", "s"], "morfessor", count=4) == "4 cat s"
+    assert format_word("cats", ["cat", "s"], "sigmorphon") == "cats\tcat @@s"
+    assert format_sentence("a cats", ["a", " ", "cat", "s"], "separator", "+") == "a cat+s"
+    assert split_words(["the c", "at", " ", "s"]) == [["the"], ["c", "at"], ["s"]]
+
+
+def test_morph_f1_is_the_shared_task_s():
+    # per word, the longest common subsequence of the morph sequences counts
+    prf = morph_prf([["a", "b", "a"], ["xy"]], [[("a", "ba")], [("x", "y")]])
+    assert (prf.hits, prf.predicted, prf.gold) == (1, 4, 4)
+    # a word left whole, as in the gold, is one correct morph (boundary F1 has nothing to score)
+    assert morph_prf([["home"]], [[("home",)]]).f1 == 1.0
+    # alternatives: the one with most correct morphs
+    assert morph_prf([["walk", "ed"]], [[("wal", "ked"), ("walk", "ed")]]).f1 == 1.0
+
+
+def test_compare_keeps_every_run_and_separates_corpora(
+    mlflow_store, small_corpus_file, corpus, capsys
+):
+    base = ["baseline", "--corpus", str(small_corpus_file), *SMALL]
+    assert main([*base, "--method", "unigram", "--vocab-size", "60"]) == 0
+    assert main([*base, "--method", "unigram", "--vocab-size", "80"]) == 0
+    assert main([*base, "--method", "characters", "--max-sentences", "20"]) == 0
+    capsys.readouterr()
+    assert main(["compare"]) == 0
+    out = capsys.readouterr().out
+    assert "unigram-60" in out and "unigram-80" in out  # neither replaces the other
+    tables = out.split("\n\n")
+    assert len(tables) == 2  # two corpora (all sentences, the first 20): never one table
+    assert sum("characters" in t for t in tables) == 1
+    assert all(("characters" in t) != ("unigram-60" in t) for t in tables)
+    assert main(["compare", "--name", "unigram", "--latest"]) == 0
+    out = capsys.readouterr().out
+    assert "unigram-60" in out and "characters" not in out
+    assert main(["compare", "--mixed", "--kind", "baseline"]) == 0
+    out = capsys.readouterr().out
+    assert "corpus" in out.splitlines()[1] and out.count("\n\n") == 0
+    assert main(["compare", "--kind", "agent"]) == 0
+    assert "no segmenter runs that match" in capsys.readouterr().out
+    # unset options are not logged as the string "None"
+    run = MlflowClient().search_runs(["1"])[0]
+    assert "None" not in run.data.params.values()
+    assert "gold.path" not in run.data.params
+
+
+def test_read_lines_of_a_predictions_file(tmp_path):
+    path = tmp_path / "p.tsv"
+    path.write_text("walked\twalk @@ed\n", encoding="utf-8")
+    assert list(read_predictions(read_lines(path))) == [("walked", ["walk", "ed"])]
