@@ -11,7 +11,7 @@ TORCH     ?= torch==2.13.0
 # Runtime caches (trained Morfessor models) stay inside the checkout.
 export SEGRL_CACHE_DIR ?= $(CURDIR)/.cache/segrl
 
-.PHONY: install demo test test-fast lint format ui clean
+.PHONY: install demo test test-fast lint format ui ui-check clean
 
 install: $(STAMP)
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet Cython
 	$(PIP) install --quiet --no-build-isolation "youtokentome>=1.0.6,<1.1" \
 		|| echo "warning: youtokentome did not build; the yttm-bpe segmenter will be unavailable"
-	$(PIP) install --quiet -e ".[dev,wordfreq,cluster]"
+	$(PIP) install --quiet -e ".[dev,wordfreq,cluster,server]"
 	@touch $(STAMP)
 
 # The demo: the classic segmenters, then an agent rewarded by a co-trained segmental LM (8 minutes
@@ -38,6 +38,11 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PYTHON) -m pytest -m "not slow"
+
+# Screenshots of the MLflow UI in headless Chromium (apt-get install chromium): the runs table,
+# a comparison of three runs, a run's picture; into ui-check/.
+ui-check: $(STAMP)
+	$(PYTHON) tools/ui_check.py --out ui-check
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

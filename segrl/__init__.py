@@ -15,9 +15,16 @@ ENVIRONMENTS = {
     "segrl/CharSegment-v0": "segrl.envs.char_segment:CharSegmentEnv",
     "segrl/SentenceSegment-v0": "segrl.envs.sentence_segment:SentenceSegmentEnv",
 }
+VECTOR_ENVIRONMENTS = {
+    "segrl/CharSegment-v0": "segrl.envs.vector:make_char_segment_vector",
+    "segrl/SentenceSegment-v0": "segrl.envs.vector:make_sentence_segment_vector",
+}
+"""What ``gymnasium.make_vec`` builds: one batched environment (one process, one evaluator)."""
 for _env_id, _entry_point in ENVIRONMENTS.items():
     if _env_id not in gymnasium.registry:
-        gymnasium.register(id=_env_id, entry_point=_entry_point)
+        gymnasium.register(
+            id=_env_id, entry_point=_entry_point, vector_entry_point=VECTOR_ENVIRONMENTS[_env_id]
+        )
 
 
 def load_segmenter(source, device: str = "cpu"):  # noqa: ANN201 - see segrl.artifacts

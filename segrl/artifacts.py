@@ -34,6 +34,8 @@ MODEL_ARTIFACT = "model"
 """The artifact path of a run's MLflow model: ``runs:/RUN_ID/model``."""
 SEGMENTER_ARTIFACT = "segmenter"
 """The name of the segmenter folder inside an MLflow model's artifacts."""
+AGENT_META_FILE = "agent_segmenter.json"
+"""What marks a saved agent segmenter's folder (``segrl.agents.AgentSegmenter.save``)."""
 _URI_SCHEMES = ("runs:", "models:", "mlflow-artifacts:", "s3:", "gs:", "wasbs:", "dbfs:", "file:")
 
 
@@ -134,10 +136,9 @@ def segmenter_folder(folder: Path) -> tuple[str, Path]:
 
 
 def _kind_of(folder: Path) -> str | None:
-    from segrl.agents.segmenter import META_FILE as AGENT_META
     from segrl.baselines.base import META_FILE as CLASSIC_META
 
-    if (folder / AGENT_META).exists():
+    if (folder / AGENT_META_FILE).exists():
         return "agent"
     if (folder / CLASSIC_META).exists():
         return "classic"

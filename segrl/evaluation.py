@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from segrl.data.gold import BUNDLED_GOLD, GoldWord, load_gold
+from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
 from segrl.errors import DataError
 from segrl.metrics import (
     BOUNDARY_F1,
@@ -36,6 +36,8 @@ class GoldScores:
     gold: str
     """The gold file (``bundled:...`` for the bundled set)."""
     metrics: dict[str, float]
+    fingerprint: str
+    """``segrl.data.gold.gold_fingerprint`` of the gold set."""
 
 
 def gold_label(path: str | None) -> str:
@@ -47,12 +49,12 @@ def evaluate_model(model: str, golds: Sequence[str | None]) -> list[GoldScores]:
     from segrl.artifacts import load_segmenter
 
     segmenter = load_segmenter(model)
-    return [
-        GoldScores(
-            gold_label(path), evaluate_word_segmenter(segmenter.segment_words, load_gold(path))
-        )
-        for path in golds
-    ]
+    out = []
+    for path in golds:
+        gold = load_gold(path)
+        metrics = evaluate_word_segmenter(segmenter.segment_words, gold)
+        out.append(GoldScores(gold_label(path), metrics, gold_fingerprint(gold)))
+    return out
 
 
 def evaluate_predictions(
@@ -79,7 +81,7 @@ def evaluate_predictions(
             )
         metrics = segmentation_metrics([predicted[g.word] for g in covered], covered)
         metrics[COVERED] = len(covered) / len(gold)
-        out.append(GoldScores(gold_label(path), metrics))
+        out.append(GoldScores(gold_label(path), metrics, gold_fingerprint(gold)))
     return out
 
 
@@ -106,4 +108,7 @@ def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment
         if not r.gold.startswith("bundled:"):
             params["gold.path"] = r.gold
         with tracking.start_run(params, experiment, name):
+            tracking.set_tags(
+                {tracking.GOLD_TAG: r.gold, tracking.GOLD_FINGERPRINT_TAG: r.fingerprint}
+            )
             tracking.log_segmenter(name, EVALUATED_KIND, r.metrics)

@@ -45,6 +45,10 @@ MORPH_RECALL = "morph_recall"
 MORPH_F1 = "morph_f1"
 BITS_PER_CHAR = "bits_per_char"
 GOLD_WORDS = "gold_words"
+F1_BY_LENGTH = "boundary_f1_by_length/"
+"""Prefix of boundary F1 on the gold words of each length group (``boundary_f1_by_length/5-7``):
+where a segmenter gains and loses, by word length (drawn as a picture in every run)."""
+LENGTH_GROUPS = ((1, 4), (5, 7), (8, 10), (11, 13), (14, None))
 
 COMPARE_COLUMNS = (
     BOUNDARY_PRECISION,
@@ -233,15 +237,27 @@ def segmentation_metrics(
     prf = boundary_prf(gold_predictions, analyses)
     morphs = morph_prf(gold_predictions, analyses)
     units = units_per_char(text_predictions if text_predictions is not None else gold_predictions)
-    return {
+    by_length = {}
+    for low, high in LENGTH_GROUPS:
+        rows = [
+            i
+            for i, g in enumerate(gold)
+            if low <= len(g.word) and (high is None or len(g.word) <= high)
+        ]
+        if rows:
+            label = f"{low}-{high}" if high is not None else f"{low}-up"
+            group = boundary_prf([gold_predictions[i] for i in rows], [analyses[i] for i in rows])
+            by_length[f"{F1_BY_LENGTH}{label}"] = group.f1
+    return {  # the headline first: the MLflow UI's comparison plots the first metric it finds
+        BOUNDARY_F1: prf.f1,
         BOUNDARY_PRECISION: prf.precision,
         BOUNDARY_RECALL: prf.recall,
-        BOUNDARY_F1: prf.f1,
+        UNITS_PER_CHAR: units,
+        MORPH_F1: morphs.f1,
         MORPH_PRECISION: morphs.precision,
         MORPH_RECALL: morphs.recall,
-        MORPH_F1: morphs.f1,
-        UNITS_PER_CHAR: units,
         GOLD_WORDS: float(len(gold)),
+        **by_length,
     }
 
 

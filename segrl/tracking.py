@@ -11,10 +11,12 @@ names of ``segrl.metrics``; ``segmenter_runs`` reads them back for ``segrl compa
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -34,12 +36,24 @@ import mlflow
 from segrl.config import flatten_config, save_config
 from segrl.errors import TrackingError
 from segrl.files import folder_problem
-from segrl.metrics import COMPARE_COLUMNS
+from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, F1_BY_LENGTH
 
 SEGMENTER_TAG = "segrl.segmenter"
 KIND_TAG = "segrl.kind"
 """What produced a segmenter run: ``baseline``, ``agent``, ``units``."""
 DEFAULT_EXPERIMENT = "segrl"
+EXPERIMENT_KIND_TAG, RUNS_KIND = "mlflow.experimentKind", "custom_model_development"
+"""The experiment tag that marks an experiment as model development (runs, not GenAI traces)."""
+VIEW_KEY = "segrl"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
+"""A view of the runs table that the MLflow UI opens with ``?viewStateShareKey=segrl``."""
+VIEW_COLUMNS = (
+    "boundary_f1",
+    "boundary_precision",
+    "boundary_recall",
+    "units_per_char",
+    "morph_f1",
+)
 REACH_TIMEOUT_S = 5.0
 _project_run_id: str | None = None
 os.environ.setdefault(
@@ -98,10 +112,23 @@ def ensure_reachable(uri: str | None = None) -> str:
                     "MLFLOW_TRACKING_URI elsewhere"
                 )
         _create_store_once(uri, db)
+    elif uri.split(":", 1)[0].split("+", 1)[0] in DATABASE_SCHEMES and uri not in _created:
+        try:  # a database server: reachable, with its driver installed (MLflow creates its tables)
+            MlflowClient(uri).search_experiments(max_results=1)
+        except ImportError as e:
+            raise TrackingError(
+                f"tracking store {uri}: its database driver is not installed ({e}); for PostgreSQL "
+                "pip install psycopg2-binary (segrl's server extra) and use postgresql+psycopg2://"
+            ) from None
+        except Exception as e:  # SQLAlchemy's and MLflow's errors: the server or its database
+            raise TrackingError(f"tracking store {uri}: cannot open it ({_reason(e)})") from None
+        _created.add(uri)
     return uri
 
 
 _created: set[str] = set()
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
+"""Database servers MLflow stores runs in (``postgresql+psycopg2://user@host/db``)."""
 
 
 def _create_store_once(uri: str, db: Path) -> None:
@@ -141,7 +168,7 @@ def start_run(
     """
     uri = ensure_reachable()
     mlflow.set_tracking_uri(uri)
-    tags = {**extra_run_tags(), **(tags or {})}
+    tags = {**version_tags(), **extra_run_tags(), **(tags or {})}
     if resume_run_id is not None:
         try:
             check_artifact_folder(MlflowClient(uri).get_run(resume_run_id).info.artifact_uri, uri)
@@ -161,6 +188,7 @@ def start_run(
             found = mlflow.set_experiment(experiment_id=parent_experiment)
         else:
             found = mlflow.set_experiment(experiment)
+        prepare_experiment_view(MlflowClient(uri), found)
         check_artifact_folder(found.artifact_location, uri)
         run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}), parent_run_id=parent)
     except mlflow.exceptions.MlflowException as e:
@@ -172,6 +200,33 @@ def start_run(
             with tempfile.TemporaryDirectory() as tmp:
                 mlflow.log_artifact(str(save_config(config, Path(tmp) / "config.toml")))
         yield run
+
+
+def prepare_experiment_view(client: MlflowClient, experiment: Any) -> None:
+    """Tag ``experiment`` so that the MLflow UI shows its runs with the standard metrics as columns,
+    best boundary F1 first (``runs_table_url`` links that view); tags already there are kept."""
+    tags = experiment.tags or {}
+    if EXPERIMENT_KIND_TAG not in tags:
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, RUNS_KIND)
+    if VIEW_TAG not in tags:
+        columns = [f"metrics.`{name}`" for name in VIEW_COLUMNS]
+        view = {
+            "selectedColumns": [*columns, f"tags.`{KIND_TAG}`"],
+            "orderByKey": "metrics.`boundary_f1`",
+            "orderByAsc": False,
+        }
+        client.set_experiment_tag(experiment.experiment_id, VIEW_TAG, json.dumps(view))
+
+
+def runs_table_url(base: str, experiment: str = DEFAULT_EXPERIMENT, uri: str | None = None) -> str:
+    """The MLflow UI's page of ``experiment``'s runs in segrl's view (``base`` alone where the
+    experiment does not exist yet)."""
+    client = MlflowClient(uri or tracking_uri())
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return base
+    prepare_experiment_view(client, found)
+    return f"{base}/#/experiments/{found.experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
 
 
 def check_artifact_folder(location: str, uri: str) -> None:
@@ -187,6 +242,30 @@ def check_artifact_folder(location: str, uri: str) -> None:
             f"tracking store {uri}: cannot write its artifact folder {folder}: {problem}; make it "
             "writable or point MLFLOW_TRACKING_URI elsewhere"
         )
+
+
+@functools.cache
+def version_tags() -> dict[str, str]:
+    """``segrl.version``, and ``segrl.git_commit`` where segrl runs from a git checkout (with
+    ``-dirty`` when it has uncommitted changes)."""
+    from segrl import __version__
+
+    tags = {"segrl.version": __version__}
+    root = Path(__file__).resolve().parents[1]
+    if (root / ".git").exists():
+        try:
+            commit = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "HEAD"],
+                capture_output=True, text=True, timeout=10, check=True,
+            ).stdout.strip()  # fmt: skip
+            dirty = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True, text=True, timeout=10, check=True,
+            ).stdout.strip()  # fmt: skip
+            tags["segrl.git_commit"] = commit + ("-dirty" if dirty else "")
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return tags
 
 
 RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"
@@ -304,6 +383,31 @@ def log_segmenter(name: str, kind: str, metrics: Mapping[str, float], samples: s
     log_metrics(metrics)
     if samples:
         log_text(samples, "samples.txt")
+    by_length = {
+        k.removeprefix(F1_BY_LENGTH): v for k, v in metrics.items() if k.startswith(F1_BY_LENGTH)
+    }
+    if by_length:
+        log_figure(
+            length_figure(name, by_length, metrics.get(BOUNDARY_F1)), "boundary_f1_by_length.png"
+        )
+
+
+def length_figure(name: str, by_length: Mapping[str, float], overall: float | None) -> Any:
+    """Bars of boundary F1 by gold word length, with the overall F1 as a line."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5, 3.2), dpi=100)
+    axes = figure.subplots()
+    axes.bar(list(by_length), list(by_length.values()), color="#4477aa")
+    if overall is not None:
+        axes.axhline(overall, color="#cc6677", linestyle="--", label=f"all words: {overall:.3f}")
+        axes.legend(loc="upper left", frameon=False)
+    axes.set_ylim(0, 1)
+    axes.set_xlabel("gold word length (characters)")
+    axes.set_ylabel("boundary F1")
+    axes.set_title(name)
+    figure.tight_layout()
+    return figure
 
 
 class SegmenterModel(mlflow.pyfunc.PythonModel):
@@ -365,6 +469,43 @@ def download_artifacts(uri: str) -> Path:
         raise TrackingError(
             f"{uri}: cannot fetch it from {tracking_uri()} ({_reason(e)})"
         ) from None
+
+
+CORPUS_TAG, CORPUS_FINGERPRINT_TAG = "segrl.corpus", "segrl.corpus_fingerprint"
+GOLD_TAG, GOLD_FINGERPRINT_TAG = "segrl.gold", "segrl.gold_fingerprint"
+
+
+def log_data(
+    corpus: Any, gold_source: str | None = None, gold: Sequence[Any] | None = None
+) -> None:
+    """Record what the active run trained on and was scored against: the corpus's settings
+    (``corpus.json``), and its source and the gold set's as tags with their fingerprints (hashes of
+    the normalised text and of the gold analyses) and as MLflow dataset inputs."""
+    log_dict(corpus.settings, "corpus.json")
+    source = str(corpus.settings.get("source", "bundled"))
+    tags = {CORPUS_TAG: source, CORPUS_FINGERPRINT_TAG: corpus.fingerprint}
+    inputs = [("corpus", source, corpus.fingerprint, "training")]
+    if gold is not None:
+        from segrl.data.gold import BUNDLED_GOLD, gold_fingerprint
+
+        label, digest = gold_source or f"bundled:{BUNDLED_GOLD}", gold_fingerprint(gold)
+        tags.update({GOLD_TAG: label, GOLD_FINGERPRINT_TAG: digest})
+        inputs.append(("gold", label, digest, "evaluation"))
+    set_tags(tags)
+    for name, where, digest, context in inputs:
+        path = Path(where)
+        if where.startswith("bundled:"):
+            path = Path(__file__).with_name("data") / "bundled" / where.removeprefix("bundled:")
+        if path.exists():  # a file or folder (not wordfreq:LANG): an MLflow dataset input too
+            import warnings
+
+            from mlflow.data.dataset_source_registry import resolve_dataset_source
+            from mlflow.data.meta_dataset import MetaDataset
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                found = resolve_dataset_source(str(path.resolve()))
+            mlflow.log_input(MetaDataset(found, name=name, digest=digest), context=context)
 
 
 def active_run_id() -> str | None:
@@ -515,11 +656,36 @@ def run_ui(host: str = "127.0.0.1", port: int = 5000) -> int:
         print(f"MLFLOW_TRACKING_URI points at a server already: open {uri} in a browser.")
         return 0
     ensure_reachable(uri)
-    print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C stops it)", flush=True)
+    url = runs_table_url(f"http://{host}:{port}", uri=uri)
+    print(f"MLflow UI for {uri} (Ctrl-C stops it); the segrl runs: {url}", flush=True)
+    # its own process group: the server and every worker it starts stop together
+    server = subprocess.Popen(ui_command(host, port, uri), start_new_session=True)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        return subprocess.call(ui_command(host, port, uri))
+        return server.wait()
     except KeyboardInterrupt:
+        stop_process_group(server)
         return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop_process_group(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Stop ``process`` and everything in its process group: SIGTERM, then SIGKILL for whatever is
+    left after ``timeout`` seconds (workers that outlive their server included)."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _reason(error: BaseException) -> str:

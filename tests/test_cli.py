@@ -26,7 +26,8 @@ def test_baseline_then_compare(mlflow_store, small_corpus_file, capsys):
     table = capsys.readouterr().out.splitlines()
     rows = {line.split()[0]: line.split() for line in table[3:]}
     assert set(rows) == {"characters", "words"}
-    assert rows["characters"][-1] == "1.000"  # units per character of the all-characters segmenter
+    assert rows["characters"][-2] == "1.000"  # units per character of the all-characters segmenter
+    assert len(rows["characters"][-1]) == 32  # its run id
     assert rows["words"][4] == "0.000"  # boundary F1 of the no-split segmenter
 
 

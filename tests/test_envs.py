@@ -242,3 +242,48 @@ def test_stable_baselines3_multi_input_policy_trains_on_the_envs(env_id, corpus,
     action, _ = model.predict(observation, deterministic=True)
     _obs, reward, _terminated, _truncated, _info = env.step(action)  # the env takes SB3's action
     assert np.isfinite(reward)
+
+
+def test_char_segment_env_gives_action_masks_and_its_vocabulary(corpus, gold):
+    """``gymnasium.make`` + sb3-contrib's ``MaskablePPO`` work without an adapter, and a custom
+    agent reads the vocabulary from the environment."""
+    from sb3_contrib import MaskablePPO
+
+    env = gym.make(CHAR_SEGMENT_ID, corpus=corpus, evaluator=gold, rules="full", max_len=64)
+    observation, _ = env.reset(seed=0, options={"text": "planning studied"})
+    base = env.unwrapped
+    length = int(observation["length"][0])
+    assert base.vocab.decode(observation["chars"][:length].tolist()) == "planning studied"
+    masks = []
+    for _ in range(6):  # p|l a|n n|n n|i i|n n|g
+        masks.append(base.action_masks().tolist())
+        env.step(0)
+    assert masks[3] == [True, True, True, False, False]  # n|n: split+repeat allowed
+    assert masks[4] == [True, True, False, True, False]  # n|i: split+delete (consonant, vowel)
+    assert masks[5] == [True, True, False, False, True]  # i|n: split+modify (y -> i)
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0)
+    model.learn(64)
+    observation, _ = env.reset(seed=1, options={"text": "hmm"})
+    action, _ = model.predict(observation, action_masks=base.action_masks())
+    assert int(action) in (0, 1)  # h|m allows neither repeat, delete nor modify
+
+
+def test_make_vec_builds_one_batched_environment(corpus, gold):
+    envs = gym.make_vec(CHAR_SEGMENT_ID, num_envs=3, corpus=corpus, evaluator=gold)
+    assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
+    assert envs.action_space == gym.spaces.MultiDiscrete([2, 2, 2])
+    observation, _ = envs.reset(seed=0)
+    assert observation["chars"].shape == (3, envs.single_observation_space["chars"].shape[0])
+    ended = 0
+    for _ in range(200):
+        before = observation["chars"].copy()
+        observation, rewards, terminated, truncated, infos = envs.step(np.ones(3, dtype=np.int64))
+        assert rewards.shape == (3,) and not truncated.any()
+        for i in np.flatnonzero(terminated):  # the row is the next episode's; final_obs the last
+            assert np.array_equal(infos["final_obs"]["chars"][i], before[i])
+            assert "".join(infos["segments"][i]).replace(" ", "") == envs.vocab.decode(
+                before[i][: int(infos["final_obs"]["length"][i][0])].tolist()
+            ).replace(" ", "")
+            ended += 1
+    assert ended >= 3
+    assert envs.action_masks().shape == (3, 2)

@@ -13,7 +13,6 @@ from segrl import tracking
 from segrl.agents import TrainConfig
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
 from segrl.agents.ppo_batched import BatchedPPO, ppo_loss, train_ppo_batched
-from segrl.agents.ppo_masks import DELETE, MODIFY, REPEAT, text_rule_masks
 from segrl.agents.sb3.policy import MlflowOutputFormat, SegmenterFeaturesExtractor, build_sb3_model
 from segrl.agents.sb3.train import EvaluatorUpdates, train_ppo
 from segrl.agents.sb3.vec_env import SegmentVecEnv
@@ -23,6 +22,7 @@ from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import build_config
 from segrl.data import GoldWord
 from segrl.envs import VectorCharSegmentEnv, VectorSentenceSegmentEnv
+from segrl.envs.masks import DELETE, MODIFY, REPEAT, text_rule_masks
 from segrl.errors import ConfigError
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.jobs import RunDir, TrainingInterrupted

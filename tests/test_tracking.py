@@ -3,8 +3,10 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -101,13 +103,40 @@ def test_format_table():
     assert lines[3].split() == ["morfessor", "-"]
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 @pytest.mark.slow
-def test_ui_serves_the_logged_run_over_rest(mlflow_store):
+def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
+    """``segrl ui`` serves the store over REST; SIGTERM stops it, its server and every worker."""
     with tracking.start_run({"x": 1}, "exp", "for-ui") as run:
         tracking.log_segmenter("unigram", "baseline", {"boundary_f1": 0.375}, "sample\n")
     port = closed_port()
     process = subprocess.Popen(
-        tracking.ui_command("127.0.0.1", port),
+        [sys.executable, "-m", "segrl", "ui", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -138,6 +167,45 @@ def test_ui_serves_the_logged_run_over_rest(mlflow_store):
         ) as r:
             files = [f["path"] for f in json.load(r)["files"]]
         assert "samples.txt" in files
+        workers = _descendants(process.pid)
+        assert workers  # the MLflow server (and its workers) run below segrl ui
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        deadline = time.monotonic() + 30
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [w for w in workers if _alive(w)], "workers outlived segrl ui"
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{base}/health", timeout=2)
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
+
+
+def test_the_experiment_opens_on_its_runs_with_the_standard_metrics(mlflow_store):
+    with tracking.start_run({"x": 1}, "exp", "a-run"):
+        tracking.log_segmenter(
+            "unigram", "baseline", {"boundary_f1": 0.5, "boundary_f1_by_length/1-4": 0.25}
+        )
+    client = MlflowClient(tracking.tracking_uri())
+    experiment = client.get_experiment_by_name("exp")
+    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    view = json.loads(experiment.tags[tracking.VIEW_TAG])
+    assert view["selectedColumns"][:4] == [
+        "metrics.`boundary_f1`",
+        "metrics.`boundary_precision`",
+        "metrics.`boundary_recall`",
+        "metrics.`units_per_char`",
+    ]
+    assert view["orderByKey"] == "metrics.`boundary_f1`" and view["orderByAsc"] is False
+    url = tracking.runs_table_url("http://127.0.0.1:5000", "exp")
+    assert url == (
+        f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs"
+        "?viewStateShareKey=segrl"
+    )
+    assert tracking.runs_table_url("http://h:1", "no-such-experiment") == "http://h:1"
+    run = client.search_runs([experiment.experiment_id])[0]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert "boundary_f1_by_length.png" in artifacts  # every segmenter run logs a picture
+    assert run.data.tags["segrl.version"]

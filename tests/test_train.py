@@ -169,6 +169,7 @@ def test_killed_command_resumes_from_its_last_checkpoint(mlflow_store, small_cor
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not logged_past_checkpoint():
+        assert process.poll() is None, "segrl train ended before it could be killed"
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()

@@ -37,10 +37,10 @@ from torch.distributions import Categorical
 
 from segrl.agents.config import PPOConfig, TrainConfig
 from segrl.agents.policies import SegmenterPolicy, masked_mean
-from segrl.agents.ppo_masks import batch_rule_masks
 from segrl.agents.segmenter import pad_positions, trim
 from segrl.agents.trainer import TrainResult, train_sentence_agent
 from segrl.data import Corpus, GoldWord
+from segrl.envs.masks import batch_rule_masks
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.evaluators import SegmentationBatch
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+from segrl.artifacts import AGENT_META_FILE
 from segrl.data import CharVocab
 from segrl.errors import ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
@@ -21,7 +22,7 @@ from segrl.files import atomic_folder
 from segrl.runtime import eval_mode
 
 POLICY_FILE = "policy.pt"
-META_FILE = "agent_segmenter.json"
+META_FILE = AGENT_META_FILE
 VOCAB_FILE = "vocab.json"
 EVAL_BATCH = 256
 

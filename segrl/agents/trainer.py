@@ -205,7 +205,7 @@ def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConf
     """What a fresh run (not a resumed one) does before its first step, whatever the agent: log the
     corpus settings, pre-train the evaluator on the untrained policy's segmentations (the LM
     evaluator; nothing for the others), evaluate at step 0."""
-    tracking.log_dict(task.corpus.settings, "corpus.json")
+    tracking.log_data(task.corpus, config.gold.path, task.gold)
     started = time.perf_counter()
     pretrained = pretrain_evaluator(task, segmenter, config.seed)
     if pretrained:

@@ -71,7 +71,7 @@ def run_baseline(
     segmenter.train(corpus)
     train_seconds = time.perf_counter() - started
     with tracking.start_run(config, config.tracking.experiment, run_name):
-        tracking.log_dict(corpus.settings, "corpus.json")
+        tracking.log_data(corpus, config.gold.path, gold)
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics["train_seconds"] = train_seconds
         tracking.log_segmenter(

@@ -154,10 +154,10 @@ def config_from_args(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
 
 
 def where_to_look(experiment: str) -> str:
-    from segrl.tracking import tracking_uri
+    from segrl.tracking import runs_table_url, tracking_uri
 
     uri = tracking_uri()
-    view = "segrl ui   (then open http://127.0.0.1:5000)"
+    view = "segrl ui   (it prints the link to this experiment's runs table)"
     if uri.startswith(("http://", "https://")):
-        view = f"open {uri}"
+        view = f"open {runs_table_url(uri.rstrip('/'), experiment)}"
     return f"Runs are in MLflow: store {uri}, experiment '{experiment}'.\nView them: {view}"

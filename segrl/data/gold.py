@@ -12,6 +12,7 @@ morphs concatenate back to the word are kept, since boundaries are only defined 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -50,6 +51,14 @@ def bundled_gold(lowercase: bool = True) -> list[GoldWord]:
         for n, raw in enumerate(gzip.decompress(data).splitlines(), start=1)
     ]
     return _parse(lines, name, lowercase)
+
+
+def gold_fingerprint(gold: Sequence[GoldWord]) -> str:
+    """A hash of the gold words and their analyses: equal gold sets have equal fingerprints."""
+    h = hashlib.sha256()
+    for g in sorted(gold, key=lambda g: g.word):
+        h.update(f"{g.word}\t{'|'.join(' '.join(a) for a in g.analyses)}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def load_gold(path: str | Path | None = None, max_words: int | None = None) -> list[GoldWord]:

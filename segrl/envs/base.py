@@ -6,6 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from segrl.data.vocab import CharVocab
 from segrl.envs.episodes import EpisodeSlots
 from segrl.envs.setup import EnvSetup
 from segrl.evaluators import Evaluator
@@ -32,6 +33,12 @@ class SegmentationEnv(gym.Env):
     @property
     def evaluator(self) -> Evaluator:
         return self.setup.evaluator
+
+    @property
+    def vocab(self) -> CharVocab:
+        """The characters of the observations: ``chars`` holds ``vocab``'s ids (0 is padding), and
+        ``vocab.decode(ids)`` gives the text back."""
+        return self.setup.corpus.vocab
 
     def _start(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
         """Seed, then load ``options["text"]`` or a sentence drawn with the seeded generator (a word

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from segrl.envs.base import SegmentationEnv
+from segrl.envs.masks import position_rule_masks
 from segrl.envs.spaces import char_observation, char_observation_space, first
 
 
@@ -64,6 +65,14 @@ class CharSegmentEnv(SegmentationEnv):
     - ``reward``: ``"per-action"`` (default) or ``"sequence"``; ``rules``: ``"binary"`` or ``"full"``;
     - ``render_mode``: None or ``"ansi"`` (the text with ``-`` at splits and ``|`` at the cursor).
 
+    ``env.unwrapped.vocab`` is the ``CharVocab`` of the observations' character ids.
+
+    ## Action masks
+
+    ``action_masks()`` gives the ``[A]`` actions that make sense at the current position (all of
+    them with the binary rules; with ``rules="full"``, the rules the two characters can show:
+    ``segrl.envs.masks``), as sb3-contrib's ``MaskablePPO`` reads them.
+
     ## Info
 
     ``sentence`` (the sentence played) at reset and at the end, with ``segments`` (the segmentation
@@ -81,6 +90,11 @@ class CharSegmentEnv(SegmentationEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         info = self._start(seed, options)
         return first(char_observation(self.slots)), info
+
+    def action_masks(self) -> np.ndarray:
+        """[A] bool: the actions allowed at the position the next action decides."""
+        slots = self.slots
+        return position_rule_masks(slots.texts, slots.current_position(), self.setup.n_actions)[0]
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         self._check_running()

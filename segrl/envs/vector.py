@@ -155,3 +155,77 @@ class VectorCharSegmentEnv(VectorSegmentationEnv):
             self.slots.load(finished, self.source.take(len(finished)))
         info = {"batch": batch, "final_observation": final, "segments": segments}
         return self.observe(), rewards, dones, info
+
+
+class GymnasiumVectorEnv(gym.vector.VectorEnv):
+    """A batched environment behind Gymnasium's ``VectorEnv`` API, for ``gymnasium.make_vec``:
+
+        envs = gymnasium.make_vec("segrl/CharSegment-v0", num_envs=64, evaluator="morfessor")
+
+    Episodes reset in the same step they end (``AutoresetMode.SAME_STEP``): the returned observation
+    row is already the next episode's first, and ``infos["final_obs"]`` (with the mask
+    ``infos["_final_obs"]``) holds the rows as they ended. ``infos["segments"]`` gives each finished
+    episode's segmentation. One process and one evaluator serve every episode.
+    """
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+
+    def __init__(self, batched: VectorSegmentationEnv):
+        self.batched = batched
+        self.num_envs = batched.num_envs
+        self.single_observation_space = batched.single_observation_space
+        self.single_action_space = batched.single_action_space
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, self.num_envs
+        )
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
+
+    @property
+    def vocab(self):
+        """The ``CharVocab`` of the observations' character ids."""
+        return self.batched.setup.corpus.vocab
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        if options:
+            raise ValueError(f"reset takes no options here, got {sorted(options)}")
+        return self.batched.reset(seed=seed), {}
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        observation, rewards, dones, info = self.batched.step(actions)
+        dones = np.asarray(dones, dtype=bool)
+        infos: dict[str, Any] = {"final_obs": info["final_observation"], "_final_obs": dones}
+        if "segments" in info:
+            infos["segments"] = info["segments"]
+        else:  # every sentence ends in its step
+            infos["segments"] = [info["batch"].segments(i) for i in range(self.num_envs)]
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        return observation, np.asarray(rewards, dtype=np.float64), dones, truncated, infos
+
+    def action_masks(self) -> np.ndarray:
+        """[N, A] bool (``CharSegment``): the actions allowed at each episode's next position."""
+        from segrl.envs.masks import position_rule_masks
+
+        slots = self.batched.slots
+        return position_rule_masks(
+            slots.texts, slots.current_position(), self.batched.setup.n_actions
+        )
+
+
+def make_char_segment_vector(
+    num_envs: int = 1, seed: int = 0, **options: Any
+) -> GymnasiumVectorEnv:
+    """``gymnasium.make_vec("segrl/CharSegment-v0", num_envs, ...)``: ``VectorCharSegmentEnv``."""
+    options.pop("render_mode", None)
+    return GymnasiumVectorEnv(VectorCharSegmentEnv(num_envs, seed, **options))
+
+
+def make_sentence_segment_vector(
+    num_envs: int = 1, seed: int = 0, **options: Any
+) -> GymnasiumVectorEnv:
+    """``gymnasium.make_vec("segrl/SentenceSegment-v0", num_envs, ...)``."""
+    options.pop("render_mode", None)
+    return GymnasiumVectorEnv(VectorSentenceSegmentEnv(num_envs, seed, **options))

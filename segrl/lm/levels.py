@@ -199,7 +199,7 @@ def run_levels(config: LevelsConfig, corpus: Corpus | None = None) -> list[Level
     with tracking.start_run(
         config, config.tracking.experiment, config.tracking.run_name or "lm-levels"
     ):
-        tracking.log_dict(corpus.settings, "corpus.json")
+        tracking.log_data(corpus)
         tracking.log_dict({k: len(v) for k, v in splits.items()}, "sentences.json")
         for level in levels:
             result = run_level(config, level, corpus, splits)

@@ -150,7 +150,7 @@ def train_lm_segmenter(
     )
     with job:
         if not state["epoch"]:
-            tracking.log_dict(corpus.settings, "corpus.json")
+            tracking.log_data(corpus, config.gold.path, gold)
         best = _fit(config, trainer, train, valid, run, state, job)
         model.load_state_dict(best)
         train_seconds = state["seconds"]

@@ -184,7 +184,7 @@ def train_unit_model(
     with job:
         run_id = tracking.active_run_id()
         if resumed_from is None:
-            tracking.log_dict(corpus.settings, "corpus.json")
+            tracking.log_data(corpus, config.gold.path, gold)
             tracking.log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
         else:
             print(f"resuming {folder} from step {resumed_from} of {train.steps}", flush=True)

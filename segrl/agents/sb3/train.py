@@ -2,7 +2,7 @@
 step), with the segmenter policy inside SB3 (``segrl.agents.sb3.policy``) and the project's batched
 environment as SB3's ``VecEnv`` (``segrl.agents.sb3.vec_env``), so one evaluator serves every
 episode. With the full rule set (``--rules full``) it is sb3-contrib's ``MaskablePPO`` with the masks
-of ``segrl.agents.ppo_masks``.
+of ``segrl.envs.masks``.
 
 A training step is one PPO iteration: ``ppo.n_steps`` steps of ``ppo.num_envs`` episodes, then the
 update. SB3's metrics go to MLflow at SB3's step (decisions taken), as do the periodic evaluations;

@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
-from segrl.agents.ppo_masks import position_rule_masks
+from segrl.envs.masks import position_rule_masks
 from segrl.envs.vector import VectorCharSegmentEnv
 from segrl.evaluators import SegmentationBatch
 
@@ -125,7 +125,7 @@ class SegmentVecEnv(VecEnv):
 
     # --- masks and state -----------------------------------------------------------------------------
     def action_masks(self) -> np.ndarray:
-        """[N, A] bool: the actions allowed at each slot's current position (see ``ppo_masks``)."""
+        """[N, A] bool: the actions allowed at each slot's current position (see ``segrl.envs.masks``)."""
         slots = self.env.slots
         return position_rule_masks(slots.texts, slots.current_position(), self.env.setup.n_actions)
 
