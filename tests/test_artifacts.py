@@ -204,3 +204,54 @@ def test_read_lines_of_a_predictions_file(tmp_path):
     path = tmp_path / "p.tsv"
     path.write_text("walked\twalk @@ed\n", encoding="utf-8")
     assert list(read_predictions(read_lines(path))) == [("walked", ["walk", "ed"])]
+
+
+@pytest.mark.slow
+def test_mlflow_models_serve_serves_a_segmenter(mlflow_store, small_corpus_file):
+    """``mlflow models serve`` (in segrl's own environment) answers with segmentations."""
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    args = ["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL]
+    assert main(args) == 0
+    run_id = _only_run_id()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bin_dir = str(Path(sys.executable).parent)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "models", "serve", "-m", f"runs:/{run_id}/model"]
+        + ["--env-manager", "local", "-p", str(port)],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"},
+        cwd=mlflow_store,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None, "mlflow models serve exited"
+                assert time.monotonic() < deadline, "mlflow models serve did not start in 120 s"
+                time.sleep(0.5)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/invocations",
+            data=json.dumps({"inputs": ["ox", "an ox"]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer = json.load(response)
+        assert answer == {"predictions": [["o", "x"], ["a", "n", " ", "o", "x"]]}
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
