@@ -157,13 +157,15 @@ def start_run(
     run_name: str | None = None,
     tags: Mapping[str, str] | None = None,
     resume_run_id: str | None = None,
+    nested: bool = False,
 ) -> Iterator[mlflow.ActiveRun]:
     """Start an MLflow run that logs ``config`` (a config dataclass or a flat dict).
 
     Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) every run becomes a child of the project's run, in
     its experiment, so a job that trains several segmenters logs one child run for each.
 
-    With ``resume_run_id`` the run of that id continues (an interrupted job resuming from its
+    With ``nested`` the run is a child of the active run (its segmenter is logged beside the
+    active run's). With ``resume_run_id`` the run of that id continues (an interrupted job resuming from its
     checkpoint), wherever it was started; its config was logged then and is not logged again.
     """
     uri = ensure_reachable()
@@ -182,15 +184,24 @@ def start_run(
             yield run
         return
     parent = project_run_id()
+    if nested:  # a child of the active run, in its experiment (a teacher beside its student)
+        active = mlflow.active_run()
+        if active is None:
+            raise TrackingError("a nested run needs an active run to nest in")
+        parent, experiment_id = active.info.run_id, active.info.experiment_id
     try:
-        if parent:
+        if nested:
+            found = mlflow.set_experiment(experiment_id=experiment_id)
+        elif parent:
             parent_experiment = MlflowClient(uri).get_run(parent).info.experiment_id
             found = mlflow.set_experiment(experiment_id=parent_experiment)
         else:
             found = mlflow.set_experiment(experiment)
         prepare_experiment_view(MlflowClient(uri), found)
         check_artifact_folder(found.artifact_location, uri)
-        run = mlflow.start_run(run_name=run_name, tags=dict(tags or {}), parent_run_id=parent)
+        run = mlflow.start_run(
+            run_name=run_name, tags=dict(tags or {}), parent_run_id=parent, nested=nested
+        )
     except mlflow.exceptions.MlflowException as e:
         raise TrackingError(f"tracking store {uri}: cannot start a run ({e})") from None
     with run:

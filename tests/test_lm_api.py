@@ -196,3 +196,35 @@ def test_ragged_lstm_is_an_lstm():
         mine = output[row == n]
         assert torch.allclose(mine, expected[0], atol=1e-6)
         assert torch.allclose(last[n], expected[0, -1], atol=1e-6)
+
+
+def test_lm_segmenter_decodes_by_viterbi_or_by_posterior():
+    from itertools import product
+
+    from segrl.lm.segmenter import LMSegmenter
+
+    torch.manual_seed(3)
+    model = build_lm(
+        LMConfig(model="slm", context="none", char_dim=8, hidden_dim=8, speller_dim=8), VOCAB
+    )
+    words = ["cats", "walked", "home", "a"]
+    viterbi = LMSegmenter(model, decoding="viterbi").segment_words(words)
+    posterior = LMSegmenter(model, decoding="posterior").segment_words(words)
+    for word, v, p in zip(words, viterbi, posterior, strict=True):
+        assert "".join(v) == word and "".join(p) == word
+    word = "walked"
+    # posterior decoding splits exactly where the exact posterior of a boundary is above one half,
+    # the posterior being the mass of the segmentations that split there (by enumeration)
+    splits = list(product([0, 1], repeat=len(word) - 1))
+    batch = model.segmented(texts=[word] * len(splits), decisions=[list(s) for s in splits])
+    with torch.no_grad():
+        weights = torch.softmax(model.score(batch).total, dim=0)
+    mass = [float(sum(w for w, s in zip(weights, splits, strict=True) if s[k])) for k in range(5)]
+    expected = [k + 1 for k in range(5) if mass[k] > 0.5]
+    cuts = [0, *expected, len(word)]
+    assert posterior[1] == [word[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    best = max(range(len(splits)), key=lambda i: float(weights[i]))
+    cuts = [0, *[k + 1 for k in range(5) if splits[best][k]], len(word)]
+    assert viterbi[1] == [word[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    with pytest.raises(ConfigError, match="viterbi or posterior"):
+        LMSegmenter(model, decoding="greedy")

@@ -267,6 +267,20 @@ def test_lm_rewarded_training_logs_diagnostics_and_resumes_exactly(mlflow_store,
     ):
         assert key in metrics, key
     assert straight.run_dir.name == "run"
+    # the teacher beside its student: the LM's own Viterbi and posterior segmentations, child runs
+    children = client.search_runs(
+        [client.get_run(straight.run_id).info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{straight.run_id}'",
+    )
+    names = sorted(r.data.tags["segrl.segmenter"] for r in children)
+    assert names == [
+        "reinforce-bilstm-lm-per-action-posterior/lm-posterior",
+        "reinforce-bilstm-lm-per-action-posterior/lm-viterbi",
+    ]
+    for child in children:
+        assert child.data.tags["segrl.kind"] == "lm"
+        assert 0.0 <= child.data.metrics["boundary_f1"] <= 1.0
+        assert child.data.params["data.corpus"] == str(small_corpus_file)  # compared in one table
     config = lm_train_config(small_corpus_file, mlflow_store / "b")
     assert config.name == "reinforce-bilstm-lm-per-action-posterior"
     with pytest.raises(TrainingInterrupted):

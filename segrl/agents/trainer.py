@@ -29,8 +29,9 @@ from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.jobs import RUNS_ROOT, Job, RunDir
-from segrl.metrics import BOUNDARY_F1
+from segrl.metrics import BOUNDARY_F1, evaluate_word_segmenter
 from segrl.runtime import resolve_device, seed_everything, set_threads
+from segrl.segmentation import render
 
 AGENT_KIND = "agent"
 SEGMENTER_DIR = "segmenter"
@@ -249,4 +250,28 @@ def finish(
         if key in metrics
     )
     print(f"[{config.name}] step {step}: {summary} ({train_seconds:.0f}s)", flush=True)
+    log_teacher_segmentations(task, config)
     return metrics
+
+
+def log_teacher_segmentations(task: TrainingTask, config: TrainConfig) -> None:
+    """Where the evaluator is a co-trained ``slm``, its own segmentations of the gold words
+    (Viterbi, and posterior decoding: a split where p(boundary) > 0.5) as segmenters of their own,
+    child runs of the agent's, so that ``segrl compare`` shows the student beside its teacher."""
+    from segrl.lm.segmenter import LM_KIND, LMSegmenter
+    from segrl.lm.slm import SLM
+
+    lm = getattr(task.evaluator, "lm", None)
+    if not isinstance(lm, SLM) or not task.gold:
+        return
+    found = []
+    for decoding in ("viterbi", "posterior"):
+        name = f"{config.name}/lm-{decoding}"
+        segmenter = LMSegmenter(lm, decoding=decoding)
+        with tracking.start_run(config, config.tracking.experiment, name, nested=True):
+            tracking.log_data(task.corpus, config.gold.path, task.gold)
+            metrics = evaluate_word_segmenter(segmenter.segment_words, task.gold, task.final_text)
+            samples = "\n".join(render(segmenter.segment_sentence(s)) for s in task.final_text[:25])
+            tracking.log_segmenter(name, LM_KIND, metrics, samples + "\n")
+        found.append(f"{decoding} {metrics[BOUNDARY_F1]:.3f}")
+    print(f"[{config.name}] its LM's own boundary F1: {', '.join(found)}", flush=True)

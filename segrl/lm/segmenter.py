@@ -23,6 +23,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from tqdm import tqdm
 
@@ -81,12 +82,22 @@ class LMTrainConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
-class LMSegmenter:
-    """Viterbi segmentation of words by a trained ``slm``."""
+LMDecoding = Literal["viterbi", "posterior"]
+LM_KIND = "lm"
+"""The ``segrl.kind`` of segmenters that are language models (``segrl compare --kind lm``)."""
 
-    def __init__(self, model: SLM, batch_size: int = 256):
+
+class LMSegmenter:
+    """Segmentation of words by a trained ``slm``: ``viterbi`` (the most probable segmentation) or
+    ``posterior`` (a split wherever the exact posterior probability that a segment ends there is
+    above one half: the segmentation with the most boundaries right in expectation)."""
+
+    def __init__(self, model: SLM, batch_size: int = 256, decoding: LMDecoding = "viterbi"):
+        if decoding not in ("viterbi", "posterior"):
+            raise ConfigError(f"decoding must be viterbi or posterior, got {decoding!r}")
         self.model = model
         self.batch_size = batch_size
+        self.decoding = decoding
 
     def segment_words(self, words: list[str]) -> list[list[str]]:
         order = sorted(range(len(words)), key=lambda i: len(words[i]))
@@ -96,7 +107,17 @@ class LMSegmenter:
             chunk = [i for i in order[begin : begin + self.batch_size] if words[i]]
             if not chunk:
                 continue
-            best, _ = self.model.viterbi(self.model.encode([words[i] for i in chunk]))
+            texts = [words[i] for i in chunk]
+            chars = self.model.encode(texts)
+            if self.decoding == "posterior":
+                ends = self.model.boundary_posteriors(chars).cpu() > 0.5  # [B, L]
+                for i, text, row in zip(chunk, texts, ends, strict=True):
+                    cuts = [k + 1 for k in range(len(text) - 1) if row[k]]
+                    out[i] = [
+                        text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)
+                    ]
+                continue
+            best, _ = self.model.viterbi(chars)
             for i, segments in zip(chunk, best.segments(), strict=True):
                 out[i] = segments
         return out
@@ -159,7 +180,7 @@ def train_lm_segmenter(
         metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
         metrics["train_seconds"] = train_seconds
         samples = "\n".join(render(segmenter.segment_sentence(s)) for s in corpus.test[:25]) + "\n"
-        tracking.log_segmenter("slm", "lm", metrics, samples)
+        tracking.log_segmenter("slm", LM_KIND, metrics, samples)
         saved = save_lm(model, run.path / "best")
         tracking.log_segmenter_model(saved, config.tracking.register)
         # not marked finished: the checkpoint stays, so more epochs may be asked for later
