@@ -170,7 +170,10 @@ def start_run(
     """
     uri = ensure_reachable()
     mlflow.set_tracking_uri(uri)
-    tags = {**version_tags(), **extra_run_tags(), **(tags or {})}
+    extra = extra_run_tags()
+    if nested:  # another segmenter of the same job: not the one the job's own tags name
+        extra = {k: v for k, v in extra.items() if not k.endswith(JOB_IDENTITY_SUFFIXES)}
+    tags = {**version_tags(), **extra, **(tags or {})}
     if resume_run_id is not None:
         try:
             check_artifact_folder(MlflowClient(uri).get_run(resume_run_id).info.artifact_uri, uri)
@@ -282,6 +285,11 @@ def version_tags() -> dict[str, str]:
 RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"
 """A JSON object of tags that every run this process starts gets too (``segrl bench`` sets it for
 its cells: language, system, seed, corpus and gold hashes)."""
+
+
+JOB_IDENTITY_SUFFIXES = (".system", ".cell")
+"""Tags of ``$SEGRL_RUN_TAGS`` that name the job's own segmenter (``segrl.bench.system``): a
+nested run, another segmenter of the same job, does not take them."""
 
 
 def extra_run_tags() -> dict[str, str]:

@@ -209,3 +209,28 @@ def test_the_experiment_opens_on_its_runs_with_the_standard_metrics(mlflow_store
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert "boundary_f1_by_length.png" in artifacts  # every segmenter run logs a picture
     assert run.data.tags["segrl.version"]
+
+
+def test_a_nested_run_is_another_segmenter_of_the_job(mlflow_store, monkeypatch):
+    tags = {
+        "segrl.bench.system": "agent",
+        "segrl.bench.cell": "en-agent-0",
+        "segrl.bench.seed": "0",
+    }
+    monkeypatch.setenv(tracking.RUN_TAGS_VARIABLE, json.dumps(tags))
+    with (
+        tracking.start_run({"x": 1}, "exp", "student") as student,
+        tracking.start_run({"x": 1}, "exp", "teacher", nested=True) as teacher,
+    ):
+        pass
+    client = MlflowClient(tracking.tracking_uri())
+    child = client.get_run(teacher.info.run_id).data.tags
+    parent = client.get_run(student.info.run_id).data.tags
+    assert child["mlflow.parentRunId"] == student.info.run_id
+    assert child["segrl.bench.seed"] == "0" and "segrl.bench.system" not in child
+    assert "segrl.bench.cell" not in child and parent["segrl.bench.system"] == "agent"
+    with (
+        pytest.raises(TrackingError, match="needs an active run"),
+        tracking.start_run({"x": 1}, "exp", "alone", nested=True),
+    ):
+        pass
