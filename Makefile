@@ -8,6 +8,8 @@ PIP       := $(PYTHON) -m pip --disable-pip-version-check
 STAMP     := $(VENV)/.segrl-installed
 # The CPU build of PyTorch is installed first; pyproject's range keeps pip from replacing it.
 TORCH     ?= torch==2.13.0
+# A CUDA build instead: make install TORCH_INDEX=https://download.pytorch.org/whl/cu128 (your CUDA's).
+TORCH_INDEX ?=
 # Runtime caches (trained Morfessor models) stay inside the checkout.
 export SEGRL_CACHE_DIR ?= $(CURDIR)/.cache/segrl
 
@@ -18,7 +20,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip "setuptools>=77" wheel
-	$(PIP) install --quiet "$(TORCH)"
+	$(PIP) install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	@# youtokentome is source-only and needs Cython at build time: the optional yttm-bpe backend.
 	$(PIP) install --quiet Cython
 	$(PIP) install --quiet --no-build-isolation "youtokentome>=1.0.6,<1.1" \

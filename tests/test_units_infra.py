@@ -328,3 +328,37 @@ def test_robustness_curves_and_comparison_plot(mlflow_store):
         log_robustness({"a": rows, "b": rows})
     assert list((mlflow_store / "mlruns").rglob("robustness/accuracy.png"))
     assert list((mlflow_store / "mlruns").rglob("robustness/robustness.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["nvib_paper", "transformer_paper", "dcsa_paper", "stride_paper"])
+def test_paper_configs_train_a_few_steps_on_cpu(name, mlflow_store, small_corpus_file, tmp_path):
+    """The GPU-sized configs go through the same training code on a CPU: a few steps of the
+    paper-sized model (mixed precision only where there is CUDA: fp32 here), logging training
+    characters per second."""
+    from pathlib import Path
+
+    from segrl.runtime import mixed_precision
+
+    path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.toml"
+    overrides = {
+        "data.corpus": str(small_corpus_file),
+        "out": str(tmp_path / name),
+        "train.steps": 2,
+        "train.batch_size": 4,
+        "train.device": "cpu",
+        "train.log_every": 1,
+        "train.eval_every": 1000,
+        "train.threads": 1,
+        "gold.max_words": 20,
+        "eval.gold_words_during_training": 10,
+        "eval.robustness": False,
+        "eval.figure_valid_sentences": 0,
+        "eval.figure_sentences": [],
+    }
+    config = build_units_config(None, path, overrides)
+    assert not mixed_precision(torch.device("cpu"), config.train.precision)
+    result = train_unit_model(config)
+    assert result.metrics["reconstruction"] > 0
+    history = MlflowClient().get_metric_history(result.run_id, "train/chars_per_second")
+    assert [m.step for m in history] == [1, 2] and all(m.value > 0 for m in history)

@@ -31,7 +31,13 @@ from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError, DataError, ModelError
 from segrl.jobs import CHECKPOINT_FILE, Job, RunDir
-from segrl.runtime import autocast, resolve_device, seed_everything, set_threads
+from segrl.runtime import (
+    autocast,
+    mixed_precision,
+    resolve_device,
+    seed_everything,
+    set_threads,
+)
 from segrl.units.base import make_autoencoder_batch
 from segrl.units.config import UnitsConfig, UnitsTrainConfig
 from segrl.units.evaluation import evaluate_unit_model
@@ -146,7 +152,9 @@ def train_unit_model(
     model = build_model(config, len(vocab)).to(device)
     optimizer = make_optimizer(model, train)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
-    scaler = torch.amp.GradScaler(device.type, enabled=train.precision == "fp16")
+    scaler = torch.amp.GradScaler(
+        device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
+    )
     step, resumed_from = 0, None
     state = run.load(map_location=device)
     if state is not None:
