@@ -255,3 +255,22 @@ def test_mlflow_models_serve_serves_a_segmenter(mlflow_store, small_corpus_file)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def test_segment_stops_quietly_when_its_reader_does(mlflow_store, small_corpus_file):
+    """``segrl segment ... | head -1``: the reader closes the pipe; segrl stops without a traceback."""
+    import subprocess
+
+    args = ["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL]
+    assert main(args) == 0
+    words = mlflow_store / "words.txt"
+    words.write_text("walking\n" * 20000, encoding="utf-8")
+    command = [sys.executable, "-m", "segrl", "segment", "--model", f"runs:/{_only_run_id()}/model"]
+    process = subprocess.Popen(
+        [*command, str(words)], cwd=mlflow_store, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"w a l k i n g\n"
+    process.stdout.close()  # as head does after its line
+    assert process.wait(timeout=120) == 0
+    assert b"Traceback" not in process.stderr.read()

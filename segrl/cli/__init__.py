@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from segrl import __version__
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("segrl: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader stopped reading (`segrl segment ... | head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout fails no more
+        return 0
 
 
 if __name__ == "__main__":
