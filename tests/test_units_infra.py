@@ -46,10 +46,10 @@ TINY = {
 }
 
 
-def tiny_config(corpus_file, tmp_path, **changes):
+def tiny_config(corpus_file, tmp_path, model="transformer", **changes):
     overrides = {**TINY, "data.corpus": str(corpus_file), "out": str(tmp_path / "run")}
     overrides.update(changes)
-    return build_units_config("transformer", None, overrides)
+    return build_units_config(model, None, overrides)
 
 
 def test_attention_matches_torch_reference():
@@ -211,14 +211,15 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("model", ["transformer", "seqreduce"])
 def test_interrupted_training_resumes_to_the_same_model(
-    mlflow_store, small_corpus_file, tmp_path, monkeypatch
+    model, mlflow_store, small_corpus_file, tmp_path, monkeypatch
 ):
     common = {"train.steps": 12, "train.checkpoint_every": 4, "eval.robustness": False}
-    straight = tiny_config(small_corpus_file, tmp_path / "a", **common)
+    straight = tiny_config(small_corpus_file, tmp_path / "a", model, **common)
     expected = train_unit_model(straight)
 
-    interrupted = tiny_config(small_corpus_file, tmp_path / "b", **common)
+    interrupted = tiny_config(small_corpus_file, tmp_path / "b", model, **common)
     import segrl.units.training as training
 
     calls = {"n": 0}
@@ -235,7 +236,7 @@ def test_interrupted_training_resumes_to_the_same_model(
         train_unit_model(interrupted)
     assert (interrupted.run_folder / CHECKPOINT_FILE).exists()
     monkeypatch.setattr(training, "make_autoencoder_batch", real)
-    other = tiny_config(small_corpus_file, tmp_path / "b", **{**common, "arch.dim": 16})
+    other = tiny_config(small_corpus_file, tmp_path / "b", model, **{**common, "arch.dim": 16})
     with pytest.raises(ConfigError, match="different config"):
         train_unit_model(other)
     resumed = train_unit_model(interrupted)

@@ -17,6 +17,7 @@ UNIT_MODELS: dict[str, str] = {
     "nvib": "segrl.units.nvib_model:NVIBAutoencoder",
     "dcsa": "segrl.units.dcsa:DCSAAutoencoder",
     "stride": "segrl.units.dcsa:StrideAutoencoder",
+    "seqreduce": "segrl.units.seqreduce:SeqReduceAutoencoder",
 }
 
 
