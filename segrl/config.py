@@ -193,6 +193,13 @@ def build_config(
     return _from_dict(cls, values, where)
 
 
+def read_config_keys(path: str | Path) -> set[str]:
+    """The dotted options a TOML config file sets (errors as ``build_config``'s)."""
+    values = _read_toml(Path(path))
+    values.pop(UNSET_KEY, None)
+    return set(_flatten(values))
+
+
 def config_to_dict(cfg: Any) -> dict[str, Any]:
     """The config as nested plain dicts (what ``save_config`` writes)."""
     return dataclasses.asdict(cfg)

@@ -1,6 +1,7 @@
 """``segrl units``: continuous-unit models (character autoencoders whose units are read off attention).
 
     segrl units train --model NAME [--config FILE] [--set arch.dim=256 ...] [flags]
+    segrl units finetune --from FOLDER --model NAME [--config FILE] [--set ...] [flags]
     segrl units eval FOLDER [FOLDER ...] [--no-robustness] [flags]
     segrl units probe FOLDER [FOLDER ...] [--targets bpe,morfessor] [--epochs N] [flags]
 
@@ -76,6 +77,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_run_args(train)
     train.set_defaults(func=run_train)
+
+    finetune = units.add_parser(
+        "finetune",
+        help="turn a trained unit model into another (e.g. a Transformer into NVIB) and train on",
+        description="Start a unit model from the weights of a trained one (--from, a folder "
+        "`segrl units train` wrote) and train it further on the same corpus: for --model nvib "
+        "from a Transformer, the NVIB fine-tuning paper's model (NVIB layers that start as the "
+        "identity, proportional clipping, a learned prior mean, the simplified test-time "
+        "attention). The trained model's options are kept; the budget is a quarter of its steps "
+        "unless --steps says otherwise. Re-running an interrupted command resumes.",
+    )
+    finetune.add_argument(
+        "--from", dest="init_from", required=True, metavar="FOLDER", help="the trained model"
+    )
+    finetune.add_argument(
+        "--model", dest="model", required=True, metavar="NAME",
+        help=f"the model to fine-tune into: {', '.join(available_models())}",
+    )  # fmt: skip
+    finetune.add_argument(
+        "--out",
+        dest="out",
+        metavar="DIR",
+        help="checkpoints and the model (default: runs/units/<FROM's name>-<NAME>-finetune)",
+    )
+    add_run_args(finetune)
+    finetune.set_defaults(func=run_finetune)
 
     evaluate = units.add_parser(
         "eval",
@@ -184,13 +211,33 @@ def run_train(args: argparse.Namespace) -> int:
 
     config = units_config_from_args(args)
     print(f"units {config.model}: run folder {config.run_folder}", flush=True)
-    result = train_unit_model(config)
+    return report_training(config, train_unit_model(config))
+
+
+def report_training(config, result) -> int:
     if result.resumed_from:
         print(f"resumed from step {result.resumed_from}")
-    print(format_metrics(config.model, result.metrics))
+    print(format_metrics(config.tracking.run_name or config.model, result.metrics))
     print(f"model: {result.folder}  (segrl units eval {result.folder})")
     print(where_to_look(config.tracking.experiment))
     return 0
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    from segrl.units.finetune import finetune_config
+    from segrl.units.training import train_unit_model
+
+    overrides = {**parse_set(args._set), **flag_overrides(args)}
+    model = overrides.pop("model")
+    config = finetune_config(
+        args.init_from, model, args.config, overrides, overrides_from=COMMAND_LINE
+    )
+    print(
+        f"units {config.model}: fine-tuning {config.init_from} for {config.train.steps} steps, "
+        f"run folder {config.run_folder}",
+        flush=True,
+    )
+    return report_training(config, train_unit_model(config))
 
 
 def run_eval(args: argparse.Namespace) -> int:

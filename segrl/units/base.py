@@ -30,6 +30,7 @@ from torch import nn
 
 from segrl.data.batching import encode_batch
 from segrl.data.vocab import CharVocab
+from segrl.errors import ModelError
 from segrl.units.layers import token_cross_entropy
 
 RECONSTRUCTION = "reconstruction"
@@ -139,6 +140,9 @@ class UnitModel(nn.Module, ABC):
     train_defaults: ClassVar[Mapping[str, Any]] = {}
     unit_key_maps: ClassVar[tuple[str, ...]] = ()
     """Names of ``Encoding.layer_attention`` maps whose keys are unit vectors, not characters."""
+    finetune_defaults: ClassVar[Mapping[str, Any]] = {}
+    """Dotted options (``arch.*``, ``train.*``) that ``segrl units finetune`` sets for this model
+    above the trained model's own, below a config file and command-line flags."""
 
     def __init__(self, config: Any, vocab_size: int):
         super().__init__()
@@ -156,6 +160,18 @@ class UnitModel(nn.Module, ABC):
     @abstractmethod
     def decode(self, encoding: Encoding, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits ``[B, T, V]`` for decoder ``inputs [B, T]``."""
+
+    def init_from_pretrained(self, source: UnitModel) -> None:
+        """Take the weights of a trained model (``segrl units finetune --from``): by default only from
+        a model of this very class and shape; models that can start from others override this."""
+        if type(source) is not type(self):
+            raise ModelError(
+                f"a {type(self).__name__} cannot start from a trained {type(source).__name__}"
+            )
+        try:
+            self.load_state_dict(source.state_dict())
+        except RuntimeError as e:
+            raise ModelError(f"the trained model's weights do not fit this one ({e})") from None
 
     def penalty(self, encoding: Encoding, progress: float) -> dict[str, torch.Tensor]:
         """Named regularisation terms (scalars, already weighted) added to the loss; none here."""

@@ -96,6 +96,9 @@ class UnitsConfig:
     out: str | None = None
     """The run folder: checkpoints and the trained model; None: ``runs/units/<run name or model>``.
     A run whose folder holds a checkpoint of the same config resumes from it."""
+    init_from: str | None = None
+    """A model folder of ``segrl units train`` whose weights start this run (``segrl units
+    finetune --from``); None: random initialisation."""
     train: UnitsTrainConfig = field(default_factory=UnitsTrainConfig)
     eval: UnitsEvalConfig = field(default_factory=UnitsEvalConfig)
     data: DataConfig = field(default_factory=DataConfig)

@@ -85,18 +85,50 @@ class NVIBLayer(nn.Module):
 
     ``mu = x W_mu + b``, ``log sigma^2 = x W_s + b``, ``log alpha = x w + b (+ log alpha of the previous
     NVIB layer)``; the prior component ``(log alpha 0, mu = prior_mu, log sigma^2 0)`` is appended.
+
+    The options of the NVIB fine-tuning paper ("Fine-Tuning Pretrained Models with NVIB for Improved
+    Generalisation"): ``quadratic_alpha`` adds ``(x * x) w_1``
+    to ``log alpha``; ``clip`` ``(epsilon, omega)`` clips the tokens' pseudo-counts proportionally
+    (``clip_pseudo_counts``); ``identity_init`` makes the layer start as the identity.
     """
 
-    def __init__(self, dim: int, learn_prior_mean: bool = False):
+    def __init__(
+        self,
+        dim: int,
+        learn_prior_mean: bool = False,
+        quadratic_alpha: bool = False,
+        clip: tuple[float, float] | None = None,
+    ):
         super().__init__()
         self.mu = nn.Linear(dim, dim)
         self.logvar = nn.Linear(dim, dim)
         self.log_alpha = nn.Linear(dim, 1)
+        self.log_alpha_quadratic = nn.Linear(dim, 1, bias=False) if quadratic_alpha else None
+        self.clip = clip
         prior = torch.zeros(dim)
         if learn_prior_mean:
             self.prior_mu = nn.Parameter(prior)
         else:
             self.register_buffer("prior_mu", prior)
+
+    @torch.no_grad()
+    def identity_init(self, tau_sigma: float, tau_alpha: float, head_dim: int) -> None:
+        """The fine-tuning paper's initialisation: ``mu = x`` (``W_mu = I``, ``b = 0``), ``sigma^2 =
+        tau_sigma^2`` everywhere, ``log alpha = |x|^2 / (2 sqrt(head_dim)) + tau_alpha`` and the prior's
+        mean at 0. Then every token key's bias ``log alpha - |mu|^2 / (2 sqrt(d))`` is the same
+        (``tau_alpha``), so denoising attention over the means is the attention the layer had before,
+        except for the prior key, whose share shrinks as ``exp(-tau_alpha)``."""
+        if self.log_alpha_quadratic is None:
+            raise ValueError("identity_init needs quadratic_alpha (the |x|^2 term of log alpha)")
+        dim = self.mu.in_features
+        self.mu.weight.copy_(torch.eye(dim))
+        self.mu.bias.zero_()
+        self.logvar.weight.zero_()
+        self.logvar.bias.fill_(2.0 * math.log(max(tau_sigma, 1e-8)))
+        self.log_alpha.weight.zero_()
+        self.log_alpha.bias.fill_(tau_alpha)
+        self.log_alpha_quadratic.weight.fill_(1.0 / (2.0 * math.sqrt(head_dim)))
+        self.prior_mu.zero_()
 
     def forward(
         self,
@@ -110,14 +142,32 @@ class NVIBLayer(nn.Module):
             mu = self.mu(x)  # [B, L, P]
             logvar = self.logvar(x)  # [B, L, P]
             log_alpha = self.log_alpha(x).squeeze(-1)  # [B, L]
+            if self.log_alpha_quadratic is not None:
+                log_alpha = log_alpha + self.log_alpha_quadratic(x * x).squeeze(-1)
             if log_alpha_skip is not None:
                 log_alpha = log_alpha + log_alpha_skip.float()
+            if self.clip is not None:
+                log_alpha = clip_pseudo_counts(log_alpha, mask, *self.clip)
             prior_mu = self.prior_mu.float().expand(b, 1, dim)
             mu = torch.cat([mu, prior_mu], dim=1)  # [B, S, P]
             logvar = torch.cat([logvar, x.new_zeros(b, 1, dim)], dim=1)
             log_alpha = torch.cat([log_alpha, x.new_full((b, 1), math.log(PRIOR_ALPHA))], dim=1)
             full_mask = torch.cat([mask, mask.new_ones(b, 1)], dim=1)  # [B, S]
         return DPParameters(mu, logvar, log_alpha, full_mask)
+
+
+def clip_pseudo_counts(
+    log_alpha: torch.Tensor, mask: torch.Tensor, epsilon: float, omega: float
+) -> torch.Tensor:
+    """Proportional clipping of the tokens' pseudo-counts (the fine-tuning paper's eq. 5), in log
+    space: ``alpha <- max(epsilon, alpha / sum(alpha)) * min(omega, sum(alpha))`` over the positions
+    where ``mask`` is True (the prior component is not clipped). Keeps the expected weights
+    ``alpha / sum(alpha)`` (above ``epsilon``) and bounds the total, the noise level, by ``omega``."""
+    masked = log_alpha.masked_fill(~mask, -math.inf)
+    total = torch.logsumexp(masked, dim=-1, keepdim=True)  # [B, 1]
+    total = torch.where(torch.isfinite(total), total, torch.zeros_like(total))
+    relative = (log_alpha - total).clamp_min(math.log(epsilon))
+    return relative + total.clamp_max(math.log(omega))
 
 
 def sample_log_weights(log_alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -215,6 +265,24 @@ def denoising_attention_eval(
         values = values + weights.sum(-1, keepdim=True) * value_bias
         output = attention.out(attention.merge_heads(values))  # [B, L, P]
     return output, weights
+
+
+def denoising_attention_simplified(
+    attention: Attention, queries: torch.Tensor, params: DPParameters, threshold: float = THRESHOLD
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fine-tuning paper's test-time denoising attention (its eq. 20-21): the training function
+    at ``z = mu`` and ``pi = alpha / alpha_0`` (after the threshold), with no variance terms.
+
+    Returns ``(output [B, L, P], weights [B, H, L, S])``.
+    """
+    with torch.autocast(queries.device.type, enabled=False):
+        keep = params.kept(threshold)  # [B, S]
+        alpha = params.alpha * keep.to(params.mu.dtype)
+        log_pi = torch.log(alpha.clamp_min(torch.finfo(alpha.dtype).tiny)) - torch.log(
+            alpha.sum(-1, keepdim=True)
+        )
+        bias = training_key_bias(log_pi, params.mu, attention.head_dim)
+        return attention(queries.float(), params.mu, key_mask=keep, key_bias=bias)
 
 
 def kl_dirichlet(

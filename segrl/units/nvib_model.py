@@ -19,19 +19,21 @@ character whose argmax is the prior belongs to a run keyed by the prior like any
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from segrl.errors import ConfigError
-from segrl.units.base import Encoding
+from segrl.errors import ConfigError, ModelError
+from segrl.units.base import Encoding, UnitModel
 from segrl.units.layers import Attention, FeedForward
 from segrl.units.nvib import (
     THRESHOLD,
     DPParameters,
     NVIBLayer,
     denoising_attention_eval,
+    denoising_attention_simplified,
     denoising_attention_train,
     kl_annealing,
     kl_dirichlet,
@@ -64,6 +66,26 @@ class NVIBConfig(TransformerConfig):
     exact_eval_attention: bool = False
     """Keep the query-variance term the paper's test-time attention drops (the exact posterior mean)."""
     learn_prior_mean: bool = False
+    alpha_skip: bool = True
+    """Add the previous NVIB layer's log pseudo-counts (the multiplicative skip connection)."""
+    # The NVIB fine-tuning paper's modifications (``segrl units finetune`` turns them on):
+    quadratic_alpha: bool = False
+    """log alpha = (x * x) w_1 + x w_2 + b instead of x w + b."""
+    identity_init: bool = False
+    """Start each NVIB layer as the identity: mu = x, sigma = tau_sigma, log alpha = |x|^2 /
+    (2 sqrt(d / heads)) + tau_alpha (needs quadratic_alpha, and alpha_skip off)."""
+    tau_sigma: float = 0.1
+    """Initial standard deviation of the components under identity_init."""
+    tau_alpha: float = 10.0
+    """Initial log pseudo-count offset under identity_init: the larger, the smaller the prior's share."""
+    clip_alpha: bool = False
+    """Proportional clipping of the pseudo-counts: alpha <- max(clip_epsilon, alpha / sum alpha)
+    * min(clip_omega, sum alpha)."""
+    clip_epsilon: float = 1e-6
+    clip_omega: float = 1e6
+    simplified_eval_attention: bool = False
+    """Test-time attention as the training function at z = mu, pi = alpha / alpha_0 (no variance
+    terms): the same function the layer computes in training, without the noise."""
 
     def validate(self) -> None:
         if not 1 <= self.nvib_layers <= self.encoder_layers:
@@ -77,6 +99,18 @@ class NVIBConfig(TransformerConfig):
             )
         if min(self.lambda_d, self.lambda_g, self.alpha_delta, self.threshold) < 0:
             raise ConfigError("arch.lambda_d, lambda_g, alpha_delta and threshold must be >= 0")
+        if self.identity_init and (not self.quadratic_alpha or self.alpha_skip):
+            raise ConfigError(
+                "arch.identity_init needs arch.quadratic_alpha = true and arch.alpha_skip = false "
+                "(the |x|^2 term makes the identity; the skip connection would add the previous "
+                "layer's pseudo-counts and break it)"
+            )
+        if self.exact_eval_attention and self.simplified_eval_attention:
+            raise ConfigError(
+                "choose one of arch.exact_eval_attention and arch.simplified_eval_attention"
+            )
+        if self.clip_alpha and not (0 < self.clip_epsilon < 1 < self.clip_omega):
+            raise ConfigError("arch.clip_epsilon must be in (0, 1) and arch.clip_omega above 1")
 
 
 class NVIBEncoderLayer(nn.Module):
@@ -91,13 +125,15 @@ class NVIBEncoderLayer(nn.Module):
         super().__init__()
         c = config
         self.attention_norm = nn.LayerNorm(c.dim)
-        self.nvib = NVIBLayer(c.dim, c.learn_prior_mean)
+        clip = (c.clip_epsilon, c.clip_omega) if c.clip_alpha else None
+        self.nvib = NVIBLayer(c.dim, c.learn_prior_mean, c.quadratic_alpha, clip)
         self.attention = Attention(c.dim, c.heads)
         self.feed_forward_norm = nn.LayerNorm(c.dim)
         self.feed_forward = FeedForward(c.dim, c.feed_forward, c.dropout)
         self.dropout = nn.Dropout(c.dropout)
         self.threshold = c.threshold
         self.exact = c.exact_eval_attention
+        self.simplified = c.simplified_eval_attention
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, log_alpha_skip: torch.Tensor | None = None
@@ -106,6 +142,10 @@ class NVIBEncoderLayer(nn.Module):
         params = self.nvib(h, mask, log_alpha_skip)
         if self.training:
             attended, weights, _ = denoising_attention_train(self.attention, h, params)
+        elif self.simplified:
+            attended, weights = denoising_attention_simplified(
+                self.attention, h, params, self.threshold
+            )
         else:
             attended, weights = denoising_attention_eval(
                 self.attention, h, params, self.threshold, self.exact
@@ -119,6 +159,52 @@ class NVIBAutoencoder(TransformerAutoencoder):
     """Character denoising autoencoder with NVIB on the top encoder layers (see the module docstring)."""
 
     config_class = NVIBConfig
+    finetune_defaults = {
+        "arch.identity_init": True,
+        "arch.quadratic_alpha": True,
+        "arch.alpha_skip": False,
+        "arch.learn_prior_mean": True,
+        "arch.clip_alpha": True,
+        "arch.simplified_eval_attention": True,
+        "arch.alpha_delta": 0.0,
+        "arch.lambda_d": 0.1,
+        "arch.lambda_g": 0.1,
+        "arch.kl_anneal_start": 0.0,
+        "arch.kl_anneal_end": 0.3,
+        "train.warmup_steps": 0,
+    }
+    """The fine-tuning paper's model: identity initialisation, the |x|^2 term, no skip connection, a
+    learned prior mean, proportional clipping, the simplified test-time attention, no conditional
+    prior, lambda_G = lambda_D, and the KL ramped up over the first 30% of the steps."""
+
+    def __init__(self, config: NVIBConfig, vocab_size: int):
+        super().__init__(config, vocab_size)
+        if config.identity_init:
+            head_dim = config.dim // config.heads
+            for layer in self.encoder_layers:
+                if isinstance(layer, NVIBEncoderLayer):
+                    layer.nvib.identity_init(config.tau_sigma, config.tau_alpha, head_dim)
+
+    def init_from_pretrained(self, source: UnitModel) -> None:
+        """Start from a trained plain Transformer autoencoder of the same shape: every weight it has
+        is copied; the NVIB layers keep their own initialisation (the identity, with
+        ``identity_init``)."""
+        if type(source) is not TransformerAutoencoder:
+            super().init_from_pretrained(source)
+            return
+        shape = [f.name for f in dataclasses.fields(TransformerConfig) if f.name != "dropout"]
+        differ = [
+            f"{name} {getattr(source.config, name)} against {getattr(self.config, name)}"
+            for name in shape
+            if getattr(source.config, name) != getattr(self.config, name)
+        ]
+        if differ:
+            raise ModelError(
+                "the Transformer to start from has another shape (" + "; ".join(differ) + ")"
+            )
+        missing, unexpected = self.load_state_dict(source.state_dict(), strict=False)
+        if unexpected or any(".nvib." not in key for key in missing):
+            raise ModelError(f"weights that do not map: {unexpected or missing}")
 
     def make_encoder_layer(self, index: int) -> nn.Module:
         c = self.config
@@ -138,7 +224,7 @@ class NVIBAutoencoder(TransformerAutoencoder):
             number = i + 1
             if isinstance(layer, NVIBEncoderLayer):
                 x, weights, params = layer(x, mask, skip)
-                skip = params.token_log_alpha
+                skip = params.token_log_alpha if c.alpha_skip else None
                 dp_layers.append((number, params))
                 kept = params.token_kept(c.threshold) & mask  # [B, L]
                 stats[f"kept_fraction/layer_{number}"] = (kept.sum(1) / n_chars).mean()

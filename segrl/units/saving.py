@@ -42,16 +42,21 @@ def save_unit_model(
     return folder
 
 
-def load_unit_model(
-    folder: str | Path, device: torch.device | str = "cpu"
-) -> tuple[UnitModel, CharVocab, UnitsConfig]:
-    """Read a folder written by ``save_unit_model``; the model is in eval mode on ``device``."""
-    folder = Path(folder)
+def check_model_folder(folder: Path) -> None:
+    """A ``ModelError`` unless ``folder`` holds a finished model."""
     if not (folder / MODEL_FILE).exists():
         raise ModelError(
             f"{folder}: no {MODEL_FILE} here; give the folder a finished `segrl units train` wrote "
             "(an interrupted run resumes with the same command)"
         )
+
+
+def load_unit_model(
+    folder: str | Path, device: torch.device | str = "cpu"
+) -> tuple[UnitModel, CharVocab, UnitsConfig]:
+    """Read a folder written by ``save_unit_model``; the model is in eval mode on ``device``."""
+    folder = Path(folder)
+    check_model_folder(folder)
     config = build_units_config(path=folder / CONFIG_FILE)
     vocab = CharVocab.load(folder / VOCAB_FILE)
     state = load_checkpoint(folder / MODEL_FILE, map_location=device, restore_rng=False)

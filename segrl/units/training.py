@@ -29,6 +29,7 @@ import torch
 from segrl import tracking
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
+from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, DataError, ModelError
 from segrl.jobs import CHECKPOINT_FILE, Job, RunDir
 from segrl.runtime import (
@@ -38,12 +39,12 @@ from segrl.runtime import (
     seed_everything,
     set_threads,
 )
-from segrl.units.base import make_autoencoder_batch
+from segrl.units.base import UnitModel, make_autoencoder_batch
 from segrl.units.config import UnitsConfig, UnitsTrainConfig
 from segrl.units.evaluation import evaluate_unit_model
 from segrl.units.experiment import UNITS_KIND, final_evaluation
 from segrl.units.noise import delete_characters
-from segrl.units.saving import MODEL_FILE, build_model, save_unit_model
+from segrl.units.saving import MODEL_FILE, build_model, load_unit_model, save_unit_model
 
 RESUMABLE_CHANGES = frozenset(
     {
@@ -108,6 +109,19 @@ def noised(texts: Sequence[str], prob: float, seed: int, step: int) -> list[str]
     return [delete_characters(t, prob, rng) for t in texts]
 
 
+def start_from_trained(
+    model: UnitModel, folder: str | Path, vocab: CharVocab, device: torch.device
+) -> None:
+    """Initialise ``model`` from the trained model in ``folder`` (``config.init_from``)."""
+    source, source_vocab, _ = load_unit_model(folder, device)
+    if source_vocab != vocab:
+        raise ConfigError(
+            f"{folder} was trained on a corpus with another character vocabulary; fine-tune it on "
+            "the corpus it was trained on (its data.* options)"
+        )
+    model.init_from_pretrained(source)
+
+
 def check_inputs(corpus: Corpus, config: UnitsConfig) -> None:
     if not corpus.train:
         raise DataError(f"{corpus.settings.get('source')}: no training sentences")
@@ -167,6 +181,8 @@ def train_unit_model(
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
         step = resumed_from = state["step"]
+    elif config.init_from is not None:
+        start_from_trained(model, config.init_from, vocab, device)
 
     def save() -> None:
         run.save(

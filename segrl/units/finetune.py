@@ -1,0 +1,61 @@
+"""Fine-tuning a trained unit model into another: ``segrl units finetune --from FOLDER --model NAME``.
+
+The run's config is, from lowest to highest: the defaults of ``NAME``; the trained model's own options
+(its corpus, gold set, training options, and every ``arch`` option the new model also has, so the
+shapes agree); ``NAME``'s ``finetune_defaults`` (for NVIB, the fine-tuning paper's modifications);
+a quarter of the trained model's steps; then a config file and command-line flags. ``init_from``
+names the folder, so the training loop (``segrl.units.training``) starts from its weights through
+the new model's ``init_from_pretrained``, and a re-run resumes from the run's own checkpoint.
+
+    config = finetune_config("runs/units/transformer-cpu", "nvib")
+    train_unit_model(config)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from segrl.config import flatten_config, read_config_keys
+from segrl.units.config import UnitsConfig, build_units_config, units_config_class
+from segrl.units.registry import model_class
+from segrl.units.saving import CONFIG_FILE, check_model_folder
+
+BUDGET_FRACTION = 0.25
+"""Fine-tuning steps as a fraction of the trained model's, unless given."""
+NOT_INHERITED = ("model", "out", "init_from", "tracking.run_name")
+
+
+def finetune_config(
+    source: str | Path,
+    model: str,
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    overrides_from: str = "overrides",
+) -> UnitsConfig:
+    """The config of fine-tuning the trained model in ``source`` into a ``model`` (see the module
+    docstring); ``path`` and ``overrides`` as in ``build_units_config``."""
+    source = Path(source)
+    check_model_folder(source)
+    trained = build_units_config(path=source / CONFIG_FILE)
+    arch_fields = {f.name for f in dataclasses.fields(units_config_class(model)().arch)}
+    inherited = {
+        key: value
+        for key, value in flatten_config(trained).items()
+        if key not in NOT_INHERITED
+        and (not key.startswith("arch.") or key.split(".", 1)[1] in arch_fields)
+    }
+    name = f"{trained.tracking.run_name or trained.model}-{model}-finetune"
+    inherited.update(
+        {
+            **model_class(model).finetune_defaults,
+            "train.steps": max(1, round(trained.train.steps * BUDGET_FRACTION)),
+            "init_from": str(source),
+            "tracking.run_name": name,
+        }
+    )
+    given = read_config_keys(path) if path is not None else set()
+    values = {k: v for k, v in inherited.items() if k not in given}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return build_units_config(model, path, values, overrides_from)
