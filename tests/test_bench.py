@@ -180,7 +180,8 @@ def test_bench_runs_logs_and_resumes(mlflow_store, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_quick_suite_end_to_end(mlflow_store, tmp_path):
-    """What CI checks: the built-in quick suite runs every kind of system (classic, slm, agent)."""
+    """What CI checks: the built-in quick suite runs every kind of system (classic, slm, agent,
+    unit model)."""
     outcome = run_bench(load_suite("quick"), tmp_path / "quick", workers=2)
     assert not outcome.failed, outcome.failed
     by_system = {row["system"]: row for row in outcome.rows}
@@ -188,6 +189,7 @@ def test_quick_suite_end_to_end(mlflow_store, tmp_path):
     assert all(row["n_seeds"] == 2 for row in outcome.rows)
     assert by_system["characters"]["units_per_char_mean"] == pytest.approx(1.0)
     assert 0 < by_system["morfessor"]["boundary_f1_mean"] < 1
+    assert 0 < by_system["seqreduce"]["units_per_char_mean"] < 0.6  # ceil(n / 4) units at most
 
 
 def _free_port() -> int:

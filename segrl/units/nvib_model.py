@@ -82,7 +82,7 @@ class NVIBConfig(TransformerConfig):
     """Proportional clipping of the pseudo-counts: alpha <- max(clip_epsilon, alpha / sum alpha)
     * min(clip_omega, sum alpha)."""
     clip_epsilon: float = 1e-6
-    clip_omega: float = 1e6
+    clip_omega: float = 1e10
     simplified_eval_attention: bool = False
     """Test-time attention as the training function at z = mu, pi = alpha / alpha_0 (no variance
     terms): the same function the layer computes in training, without the noise."""
