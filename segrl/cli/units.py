@@ -63,17 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "held-out sentences, and log everything to MLflow. Re-running an interrupted command "
         "resumes from its last checkpoint.",
     )
-    train.add_argument(
-        "--model",
-        dest="model",
-        metavar="NAME",
-        help=f"{', '.join(available_models())} (default: the config file's, else transformer)",
-    )
-    train.add_argument(
-        "--out",
-        dest="out",
-        metavar="DIR",
-        help="checkpoints and the trained model (default: runs/units/<run name or model>)",
+    add_model_args(
+        train,
+        f"{', '.join(available_models())} (default: the config file's, else transformer)",
+        "runs/units/<run name or model>",
     )
     add_run_args(train)
     train.set_defaults(func=run_train)
@@ -91,15 +84,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--from", dest="init_from", required=True, metavar="FOLDER", help="the trained model"
     )
-    finetune.add_argument(
-        "--model", dest="model", required=True, metavar="NAME",
-        help=f"the model to fine-tune into: {', '.join(available_models())}",
-    )  # fmt: skip
-    finetune.add_argument(
-        "--out",
-        dest="out",
-        metavar="DIR",
-        help="checkpoints and the model (default: runs/units/<FROM's name>-<NAME>-finetune)",
+    add_model_args(
+        finetune,
+        f"the model to fine-tune into: {', '.join(available_models())}",
+        "runs/units/<FROM's run name>-<NAME>-finetune",
+        required=True,
     )
     add_run_args(finetune)
     finetune.set_defaults(func=run_finetune)
@@ -162,6 +151,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(units)
+
+
+def add_model_args(
+    parser: argparse.ArgumentParser, model_help: str, out_default: str, required: bool = False
+) -> None:
+    """``--model NAME`` and ``--out DIR`` of a command that trains a unit model."""
+    parser.add_argument("--model", dest="model", required=required, metavar="NAME", help=model_help)
+    parser.add_argument(
+        "--out",
+        dest="out",
+        metavar="DIR",
+        help=f"checkpoints and the trained model (default: {out_default})",
+    )
 
 
 def add_runtime_args(parser: argparse.ArgumentParser) -> None:
