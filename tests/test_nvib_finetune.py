@@ -230,6 +230,7 @@ def test_finetune_config_keeps_the_trained_models_options(tmp_path, small_corpus
     assert (config.arch.dim, config.arch.heads, config.arch.encoder_layers) == (32, 2, 4)
     assert config.arch.identity_init and not config.arch.alpha_skip and config.arch.clip_alpha
     assert config.train.steps == 10  # a quarter of the trained model's 40
+    assert config.train.warmup_steps == 0
     assert config.tracking.run_name == "tiny-nvib-finetune"
     assert str(config.run_folder) == "runs/units/tiny-nvib-finetune"
     file = tmp_path / "ft.toml"
@@ -238,6 +239,20 @@ def test_finetune_config_keeps_the_trained_models_options(tmp_path, small_corpus
     assert (config.arch.lambda_d, config.train.lr, config.train.steps) == (0.5, 1e-4, 3)
     with pytest.raises(ModelError, match="no model.pt here"):
         finetune_config(tmp_path / "none", "nvib")
+
+
+def test_the_control_fine_tunes_the_transformer_itself(tmp_path, small_corpus_file):
+    """``--model transformer`` from a Transformer: the same further training without NVIB."""
+    folder, _ = saved_transformer(tmp_path, small_corpus_file)
+    config = finetune_config(folder, "transformer")
+    assert (config.model, config.tracking.run_name) == ("transformer", "tiny-transformer-finetune")
+    from segrl.units.saving import load_unit_model
+
+    source, vocab, _ = load_unit_model(folder)
+    model = TransformerAutoencoder(config.arch, len(vocab))
+    start_from_trained(model, folder, vocab, torch.device("cpu"))
+    for (name, a), b in zip(model.state_dict().items(), source.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
 
 
 def test_finetuning_refuses_a_model_of_another_vocabulary(tmp_path, small_corpus_file, vocab):
