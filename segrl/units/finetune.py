@@ -5,9 +5,10 @@ The run's config is, from lowest to highest: the defaults of ``NAME``; the train
 shapes agree); no learning-rate warm-up (the model is trained already); ``NAME``'s
 ``finetune_defaults`` (for NVIB, the fine-tuning paper's modifications); a quarter of the trained
 model's steps; then a config file and command-line flags. Fine-tuning into the same model
-(``--model transformer`` from a Transformer) is the control: the same further training without NVIB. ``init_from``
-names the folder, so the training loop (``segrl.units.training``) starts from its weights through
-the new model's ``init_from_pretrained``, and a re-run resumes from the run's own checkpoint.
+(``--model transformer`` from a Transformer) is the control: the same further training without
+NVIB. ``init_from`` names the folder, so the training loop (``segrl.units.training``) starts from its
+weights through the new model's ``init_from_pretrained``, and a re-run resumes from the run's own
+checkpoint.
 
     config = finetune_config("runs/units/transformer-cpu", "nvib")
     train_unit_model(config)
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from segrl.config import flatten_config, read_config_keys
-from segrl.units.config import UnitsConfig, build_units_config, units_config_class
+from segrl.units.config import UnitsConfig, build_units_config
 from segrl.units.registry import model_class
 from segrl.units.saving import CONFIG_FILE, check_model_folder
 
@@ -41,7 +42,8 @@ def finetune_config(
     source = Path(source)
     check_model_folder(source)
     trained = build_units_config(path=source / CONFIG_FILE)
-    arch_fields = {f.name for f in dataclasses.fields(units_config_class(model)().arch)}
+    cls = model_class(model)
+    arch_fields = {f.name for f in dataclasses.fields(cls.config_class)}
     inherited = {
         key: value
         for key, value in flatten_config(trained).items()
@@ -52,7 +54,7 @@ def finetune_config(
     inherited.update(
         {
             "train.warmup_steps": 0,
-            **model_class(model).finetune_defaults,
+            **cls.finetune_defaults,
             "train.steps": max(1, round(trained.train.steps * BUDGET_FRACTION)),
             "init_from": str(source),
             "tracking.run_name": name,
