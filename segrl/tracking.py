@@ -651,6 +651,55 @@ def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> s
     return "\n".join(lines)
 
 
+def metric_histories(
+    runs: Sequence[str], metrics: Sequence[str], experiment: str | None = None
+) -> dict[str, dict[str, dict[int, float]]]:
+    """``{run: {metric: {step: value}}}`` for each of ``runs`` (a run ID, or a run name: the newest run
+    of that name, in ``experiment`` or in any experiment) and each of ``metrics`` it logged (a metric
+    it never logged maps to ``{}``). A run that is not in the store is a ``TrackingError``."""
+    uri = ensure_reachable()
+    client = MlflowClient(uri)
+    if experiment is None:
+        experiments = [e.experiment_id for e in client.search_experiments()]
+    else:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            raise TrackingError(f"no experiment named {experiment!r} in {uri}")
+        experiments = [found.experiment_id]
+    histories: dict[str, dict[str, dict[int, float]]] = {}
+    for run in runs:
+        run_id = _find_run(client, run, experiments)
+        if run_id is None:
+            raise TrackingError(
+                f"no run named {run!r} (nor with that ID) in {uri}"
+                + (f", experiment {experiment!r}" if experiment else "")
+                + "; `segrl compare` lists the runs (its run_id column), the MLflow UI their names"
+            )
+        histories[run] = {
+            m: {point.step: point.value for point in client.get_metric_history(run_id, m)}
+            for m in metrics
+        }
+    return histories
+
+
+def _find_run(client: MlflowClient, run: str, experiments: Sequence[str]) -> str | None:
+    """The ID of the newest run named ``run`` in ``experiments``, else of the run with ID ``run``."""
+    quoted = run.replace("'", "\\'")
+    named = client.search_runs(
+        list(experiments),
+        filter_string=f"attributes.run_name = '{quoted}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if named:
+        return named[0].info.run_id
+    try:
+        found = client.get_run(run)
+    except mlflow.exceptions.MlflowException:
+        return None
+    return found.info.run_id if found.info.experiment_id in experiments else None
+
+
 def ui_command(host: str = "127.0.0.1", port: int = 5000, uri: str | None = None) -> list[str]:
     """The command that serves the MLflow UI on the same store as ``segrl``'s runs."""
     uri = uri or tracking_uri()

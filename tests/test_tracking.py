@@ -234,3 +234,59 @@ def test_a_nested_run_is_another_segmenter_of_the_job(mlflow_store, monkeypatch)
         tracking.start_run({"x": 1}, "exp", "alone", nested=True),
     ):
         pass
+
+
+def _log_curve(name: str, values: dict[int, float]) -> str:
+    import mlflow
+
+    with mlflow.start_run(run_name=name) as run:
+        for step, value in values.items():
+            mlflow.log_metric("eval/boundary_f1", value, step=step)
+    return run.info.run_id
+
+
+def test_curves_put_runs_side_by_side_by_step(mlflow_store, capsys):
+    from segrl.cli import main
+
+    _log_curve("collapse", {0: 0.26, 50: 0.10, 100: 0.0})
+    _log_curve("marginal", {0: 0.5})  # an older run of the same name, not shown
+    newest = _log_curve("marginal", {0: 0.26, 100: 0.47})
+    assert (
+        main(
+            [
+                "curves",
+                "collapse",
+                newest,
+                "--metrics",
+                "eval/boundary_f1,eval/missing",
+                "--plot",
+                "curves.png",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[1].split() == ["step", "collapse", newest]
+    assert lines[3].split() == ["0", "0.260", "0.260"]
+    assert lines[4].split() == ["50", "0.100", "-"]
+    assert lines[5].split() == ["100", "0.000", "0.470"]
+    assert "eval/missing: not logged by any of the runs" in out
+    assert (mlflow_store / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_curves_every_keeps_the_last_step():
+    from segrl.curves import curve_rows
+
+    rows = curve_rows({"a": {"m": {0: 1.0, 10: 2.0, 15: 3.0}}}, "m", every=10)
+    assert [r["step"] for r in rows] == [0, 10, 15]
+    with pytest.raises(ValueError):
+        curve_rows({}, "m", every=0)
+
+
+def test_curves_of_an_unknown_run_is_a_clear_error(mlflow_store, capsys):
+    from segrl.cli import EXIT_USER_ERROR, main
+
+    _log_curve("collapse", {0: 0.26})
+    assert main(["curves", "collapse", "no-such-run"]) == EXIT_USER_ERROR
+    assert "no run named 'no-such-run'" in capsys.readouterr().err

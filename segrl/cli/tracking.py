@@ -1,4 +1,4 @@
-"""``segrl ui``: the MLflow UI on the store segrl logs to."""
+"""``segrl ui``: the MLflow UI on the store segrl logs to; ``segrl curves``: runs' training curves."""
 
 from __future__ import annotations
 
@@ -15,9 +15,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     parser.set_defaults(func=run)
+    curves = subparsers.add_parser(
+        "curves",
+        help="print (and plot) training curves of runs side by side",
+        description="Print the history of each metric of the runs named (run names or IDs; a name "
+        "means the newest run of that name) as one table per metric, a row per step and a column "
+        "per run, from the store segrl logs to; --plot also draws them into a PNG.",
+    )
+    curves.add_argument("runs", nargs="+", metavar="RUN", help="run name or run ID")
+    curves.add_argument(
+        "--metrics",
+        default="eval/boundary_f1,eval/units_per_char,train/split_rate",
+        metavar="A,B",
+        help="metrics to show (default: eval/boundary_f1,eval/units_per_char,train/split_rate)",
+    )
+    curves.add_argument(
+        "--every", type=int, default=1, metavar="N", help="only steps divisible by N"
+    )
+    curves.add_argument("--experiment", metavar="NAME", help="look for the runs only here")
+    curves.add_argument("--plot", metavar="FILE.png", help="also draw the curves into this PNG")
+    curves.set_defaults(func=run_curves)
 
 
 def run(args: argparse.Namespace) -> int:
     from segrl.tracking import run_ui
 
     return run_ui(args.host, args.port)
+
+
+def run_curves(args: argparse.Namespace) -> int:
+    from segrl.curves import format_curves, plot_curves
+    from segrl.errors import ConfigError
+    from segrl.tracking import metric_histories
+
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    if not metrics or args.every < 1:
+        raise ConfigError("--metrics needs at least one metric name and --every a positive step")
+    histories = metric_histories(args.runs, metrics, args.experiment)
+    print(format_curves(histories, metrics, args.every))
+    if args.plot:
+        print(f"chart: {plot_curves(histories, metrics, args.plot)}")
+    return 0
