@@ -126,8 +126,8 @@ def test_save_and_load_give_the_same_scores(tmp_path, model):
 def test_bad_configs_are_config_errors():
     with pytest.raises(ConfigError, match="model must be one of: slm, segment-lstm; got 'gpt'"):
         build_lm(LMConfig(model="gpt"), VOCAB)
-    with pytest.raises(ConfigError, match="no lexicon"):
-        build_lm(LMConfig(model="slm"), VOCAB, ["the"])
+    with pytest.raises(ConfigError, match="slm's lexicon needs context = 'none'"):
+        build_lm(LMConfig(model="slm"), VOCAB, ["the"])  # context "lstm"
     with pytest.raises(ConfigError, match="max_segment_length"):
         build_lm(LMConfig(max_segment_length=0), VOCAB)
 

@@ -310,3 +310,43 @@ def test_marginal_objective_reads_word_types_or_sentences(trained, monkeypatch):
         monkeypatch.setattr(evaluator.trainer, "marginal_step", recording)
         stats = evaluator.update(good)
         assert sorted(read[0]) == sorted(expected) and stats["lm_bits_per_char"] > 0
+
+
+def test_a_lexicon_lets_the_marginal_likelihood_split_off_reused_suffixes(one_thread):
+    """Trained on the word types alone, by marginal likelihood without a length penalty: the speller
+    alone keeps every word whole; with a lexicon of frequent substrings, stems and suffixes reused
+    across words become segments (a boundary after every stem)."""
+    from segrl.lm.lexicon import substring_lexicon
+
+    vocab = CharVocab.from_texts(WORDS, "?")
+    batch = encode_segmentation_batch(vocab, WORDS)
+    stem_ends = [len(next(s for s in STEMS if w.startswith(s))) - 1 for w in WORDS]
+    at_stem_end = {}
+    for size in (0, 40):
+        torch.manual_seed(0)
+        config = tiny_config(
+            objective="marginal", context="none", length_penalty=0.0, lexicon_size=size
+        )
+        lexicon = substring_lexicon(WORDS, size) if size else None
+        evaluator = LMEvaluator(build_lm(lm_config(config), vocab, lexicon), config, seed=0)
+        for _ in range(200):
+            evaluator.update(batch)
+        evaluator.lm.eval()
+        posterior = evaluator.lm.boundary_posteriors(evaluator.lm.encode(WORDS))
+        at_stem_end[size] = posterior[torch.arange(len(WORDS)), stem_ends]
+    assert (at_stem_end[0] < 0.1).all()
+    assert (at_stem_end[40] > 0.9).all()
+
+
+def test_the_evaluators_lexicon_comes_from_the_training_words(corpus):
+    from segrl.evaluators.registry import EvaluatorConfig
+
+    lm_options = tiny_config(objective="marginal", lexicon_size=30, context="lstm")
+    config = EvaluatorConfig(name="lm", lm=lm_options)
+    with pytest.raises(ConfigError, match="context = 'none'"):
+        LMEvaluator.from_config(config, corpus)
+    config.lm.context = "none"
+    lm = LMEvaluator.from_config(config, corpus).lm
+    assert len(lm.lexicon) == 30
+    words = set(corpus.word_counts("train"))
+    assert all(any(entry in w for w in words) for entry in lm.lexicon.entries)

@@ -22,6 +22,7 @@ from segrl.lm import LMConfig, SegmentedBatch, build_lm
 
 VOCAB = CharVocab(["a", "b", " "], "?")
 N = 4
+LEXICON = ["a", "ab", "ba", "bab"]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -133,10 +134,18 @@ TEXTS = ["abab", "ab ba", "b", "aab ab a", "?ab"]
 
 
 @pytest.mark.parametrize(
-    "max_segment_length,context", [(None, "lstm"), (2, "lstm"), (None, "words"), (3, "none")]
+    "max_segment_length,context,lexicon",
+    [
+        (None, "lstm", None),
+        (2, "lstm", None),
+        (None, "words", None),
+        (3, "none", None),
+        (None, "none", LEXICON),
+        (2, "none", LEXICON),
+    ],
 )
-def test_dp_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length, context):
-    lm = tiny("slm", max_segment_length, context=context)
+def test_dp_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length, context, lexicon):
+    lm = tiny("slm", max_segment_length, context=context, lexicon=lexicon)
     marginal = lm.log_marginal(lm.encode(TEXTS))
     posteriors = lm.boundary_posteriors(lm.encode(TEXTS))
     best, best_score = lm.viterbi(lm.encode(TEXTS))
@@ -159,17 +168,18 @@ def test_dp_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length
 
 
 @pytest.mark.parametrize(
-    "model,max_segment_length,context",
+    "model,max_segment_length,context,lexicon",
     [
-        ("slm", None, "lstm"),
-        ("slm", 2, "lstm"),
-        ("slm", None, "words"),
-        ("segment-lstm", None, "lstm"),
-        ("segment-lstm", 2, "lstm"),
+        ("slm", None, "lstm", None),
+        ("slm", 2, "lstm", None),
+        ("slm", None, "words", None),
+        ("slm", 2, "none", LEXICON),
+        ("segment-lstm", None, "lstm", None),
+        ("segment-lstm", 2, "lstm", None),
     ],
 )
-def test_flip_scores_equal_brute_force_rescoring(model, max_segment_length, context):
-    lm = tiny(model, max_segment_length, seed=3, context=context)
+def test_flip_scores_equal_brute_force_rescoring(model, max_segment_length, context, lexicon):
+    lm = tiny(model, max_segment_length, seed=3, context=context, lexicon=lexicon)
     pairs = [(text, d) for text in TEXTS for d in segmentations(text)]
     if max_segment_length:  # segmentations the model can produce (flips may leave them: +inf)
         pairs = [
@@ -227,9 +237,10 @@ def test_flip_sign_favours_the_better_decision():
     assert lm.viterbi(chars)[0].segments() == [["ab", "ab"]]
 
 
-def test_lexicon_mixture_is_normalised():
-    lexicon = ["a", "ab", "ba", "bab"]
-    lm = tiny("segment-lstm", lexicon=lexicon)
+@pytest.mark.parametrize("model,context", [("segment-lstm", "lstm"), ("slm", "none")])
+def test_lexicon_mixture_is_normalised(model, context):
+    lexicon = LEXICON
+    lm = tiny(model, lexicon=lexicon, context=context)
     with torch.no_grad():
         lm.lexicon.gate.bias.fill_(40.0)  # all mass on the lexicon path
     segments = []
@@ -244,10 +255,33 @@ def test_lexicon_mixture_is_normalised():
     # with the gate shut, the model is its speller: a lexicon-free twin with the same weights agrees
     with torch.no_grad():
         lm.lexicon.gate.bias.fill_(-40.0)
-    twin = tiny("segment-lstm")
+    twin = tiny(model, context=context)
     twin.load_state_dict({k: v for k, v in lm.state_dict().items() if not k.startswith("lexicon.")})
     batch = SegmentedBatch.from_segments(VOCAB, [["ab", " ", "ba", "b"], ["bab"]])
     assert torch.allclose(lm.score(batch).total, twin.score(batch).total, atol=1e-5)
+
+
+def test_slm_lexicon_needs_no_context_and_is_saved_with_the_model(tmp_path):
+    from segrl.errors import ConfigError
+    from segrl.lm import load_lm, save_lm
+
+    with pytest.raises(ConfigError, match="context = 'none'"):
+        tiny("slm", lexicon=LEXICON, context="lstm")
+    lm = tiny("slm", lexicon=LEXICON, context="none")
+    loaded = load_lm(save_lm(lm, tmp_path / "lm")).eval()
+    assert loaded.lexicon.entries == LEXICON
+    chars = lm.encode(["abab ba", "bab"])
+    assert torch.allclose(loaded.log_marginal(chars), lm.log_marginal(chars), atol=1e-6)
+
+
+def test_substring_lexicon_counts_each_word_once():
+    from segrl.lm.lexicon import substring_lexicon
+
+    words = ["walked", "walks", "talked", "talked"]
+    assert substring_lexicon(words, 3, max_length=4) == ["a", "al", "alk"]
+    top = substring_lexicon(words, 100, max_length=4)
+    assert "alk" in top and "walk" in top and "walke" not in top  # max_length 4
+    assert top.index("alk") < top.index("walk")  # in 3 words against 2
 
 
 def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():

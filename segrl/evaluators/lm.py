@@ -62,6 +62,7 @@ from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm
 from segrl.lm.config import lm_config, resolve_length_penalty
+from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
 from segrl.runtime import eval_mode
@@ -110,10 +111,18 @@ class LMEvaluator(Evaluator):
         corpus: Corpus,
         gold: Sequence[GoldWord] | None = None,
     ) -> LMEvaluator:
-        """A new LM over ``corpus``'s characters, initialised from ``config.seed``."""
+        """A new LM over ``corpus``'s characters, initialised from ``config.seed``; with
+        ``lexicon_size`` (``slm``), its lexicon is the substrings found in most training word types."""
+        lexicon = None
+        if config.lm.model == "slm":
+            lexicon = slm_lexicon(
+                config.lm.lexicon_size, config.lm.max_segment_length, corpus.word_counts("train")
+            )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            lm = build_lm(resolve_length_penalty(lm_config(config.lm), corpus.kind), corpus.vocab)
+            lm = build_lm(
+                resolve_length_penalty(lm_config(config.lm), corpus.kind), corpus.vocab, lexicon
+            )
         return cls(lm, config.lm, config.seed)
 
     def check_stepwise(self, reward_mode: str) -> None:

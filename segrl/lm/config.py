@@ -47,8 +47,10 @@ class LMConfig:
     word boundaries the dynamic programs then span whole words). Set it for text without spaces,
     where the dynamic programs would otherwise consider segments as long as the text."""
     lexicon_size: int = 0
-    """``segment-lstm``: most frequent segments of the training segmentations kept in a lexicon whose
-    softmax is mixed with the speller (0: no lexicon, every segment is spelled)."""
+    """Entries of a lexicon whose softmax is mixed with the speller (``segrl.lm.lexicon``; 0: no
+    lexicon, every segment is spelled): for ``segment-lstm`` the most frequent segments of the
+    training segmentations, for ``slm`` (``context = "none"`` only) the substrings found in the most
+    training word types."""
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1

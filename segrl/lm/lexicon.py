@@ -11,6 +11,11 @@ which alone can end the text. Both paths are normalised, so the mixture is too; 
 lexicon gets the speller's share only. The lexicon is what lets a word-level or BPE-level model
 predict whole units as a closed-vocabulary model does while staying an open-vocabulary model of
 characters.
+
+``segment-lstm`` takes its entries from training segmentations (``build_lexicon``); ``slm``, trained
+on unsegmented text, from the substrings found in most word types (``substring_lexicon``), and learns
+by its marginal likelihood which of them deserve mass: the reuse of a morph across words, which a
+speller alone rewards only weakly, as in a unigram model of morphs.
 """
 
 from __future__ import annotations
@@ -33,6 +38,33 @@ def build_lexicon(
     frequent = [s for s, n in counts.items() if n >= min_count]
     frequent.sort(key=lambda s: (-counts[s], s))
     return frequent[:size]
+
+
+LEXICON_MAX_LENGTH = 12
+"""Longest entry of an ``slm`` lexicon without ``max_segment_length``."""
+
+
+def slm_lexicon(
+    size: int, max_segment_length: int | None, words: Iterable[str]
+) -> list[str] | None:
+    """The lexicon of an ``slm`` with ``lexicon_size = size`` trained on ``words`` (its training word
+    types): their ``substring_lexicon``; None for size 0."""
+    if not size:
+        return None
+    return substring_lexicon(words, size, max_segment_length or LEXICON_MAX_LENGTH)
+
+
+def substring_lexicon(words: Iterable[str], size: int, max_length: int = 12) -> list[str]:
+    """The ``size`` substrings (at most ``max_length`` characters, no spaces) found in the most of
+    ``words`` (each word counts once per substring; ties by the string)."""
+    counts: Counter[str] = Counter()
+    for word in set(words):
+        n = len(word)
+        counts.update(
+            {word[i:j] for i in range(n) for j in range(i + 1, min(n, i + max_length) + 1)}
+        )
+    counts = Counter({s: c for s, c in counts.items() if " " not in s})
+    return [s for s, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:size]]
 
 
 class Lexicon(nn.Module):
@@ -66,15 +98,21 @@ class Lexicon(nn.Module):
         """[N] mixture log-probabilities of segments with their terminators.
 
         Args:
-            cond: [N, cond_dim] context vectors; ids: [N] lexicon ids (-1: not in the lexicon);
+            cond: [N, cond_dim] context vectors, or [cond_dim], one context for all (one softmax);
+            ids: [N] lexicon ids (-1: not in the lexicon);
             spelled: [N] the speller's ``log p(m, t | h)``; space_follows: [N] bool, t is a space.
         """
-        gate = self.gate(cond).squeeze(-1)  # [N]
-        spell_share = F.logsigmoid(-gate) + spelled
         known = ids >= 0
         safe = ids.clamp(min=0)
-        logits = self.out(cond)  # [N, M]
-        entry = logits.gather(1, safe.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=1)
+        if cond.dim() == 1:  # one context for every segment: one softmax over the entries
+            gate = self.gate(cond).expand(ids.shape[0])  # [N]
+            entry = torch.log_softmax(self.out(cond), dim=0)[safe]
+            cond = cond.expand(ids.shape[0], -1)
+        else:
+            gate = self.gate(cond).squeeze(-1)  # [N]
+            logits = self.out(cond)  # [N, M]
+            entry = logits.gather(1, safe.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=1)
+        spell_share = F.logsigmoid(-gate) + spelled
         weights = self.terminator(safe)  # [N, cond_dim + 1]
         term_logit = (weights[:, :-1] * cond).sum(-1) + weights[:, -1]
         term = F.logsigmoid(torch.where(space_follows, term_logit, -term_logit))

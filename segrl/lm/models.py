@@ -28,12 +28,15 @@ FORMAT = 1
 
 
 def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None = None) -> SegmentLM:
-    """A new model of the kind ``config.model`` names (``lexicon``: segment-lstm only)."""
+    """A new model of the kind ``config.model`` names, with ``lexicon``'s entries mixed with its
+    speller (``segrl.lm.lexicon``; slm: only without context)."""
     config.validate()
     if config.model == "slm":
-        if lexicon:
-            raise ConfigError("slm has no lexicon; use lexicon_size = 0 or model = 'segment-lstm'")
-        return SLM(vocab, config)
+        if lexicon and config.context != "none":
+            raise ConfigError(
+                "slm's lexicon needs context = 'none' (one lexicon softmax for every segment)"
+            )
+        return SLM(vocab, config, lexicon)
     return SegmentLSTM(vocab, config, lexicon)
 
 

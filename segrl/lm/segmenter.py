@@ -34,6 +34,7 @@ from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
 from segrl.lm.config import LMConfig, LMContext, LMTexts, resolve_length_penalty
+from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char
@@ -157,7 +158,11 @@ def train_lm_segmenter(
     check_gold_fits(gold, corpus.vocab, config.gold.path)
     train, valid, test = training_texts(corpus, config.texts)
     seed_everything(config.seed)
-    model = build_lm(resolve_length_penalty(config.lm, corpus.kind), corpus.vocab).to(device)
+    lexicon = slm_lexicon(
+        config.lm.lexicon_size, config.lm.max_segment_length, corpus.word_counts("train")
+    )
+    model = build_lm(resolve_length_penalty(config.lm, corpus.kind), corpus.vocab, lexicon)
+    model = model.to(device)
     trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay)
     run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES)
     state = _resume(run, trainer)

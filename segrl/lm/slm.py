@@ -15,8 +15,9 @@ Because a segment's score depends only on its own span and the fixed characters 
   from one speller pass per position over the few spans involved (``flip_scores``), not from one
   full rescoring per position.
 
-This is in the spirit of the segmental neural language models of Kawakami, Dyer and Blunsom (2019),
-without their lexical memory.
+This is in the spirit of the segmental neural language models of Kawakami, Dyer and Blunsom (2019);
+their lexical memory is here a lexicon of frequent substrings mixed with the speller
+(``lexicon_size``, without context only: ``segrl.lm.lexicon``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from segrl.lm import lattice
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lattice import NEG_INF
+from segrl.lm.lexicon import Lexicon
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_mask
 
 
@@ -42,13 +44,16 @@ class SLM(SegmentLM):
 
     name = "slm"
 
-    def __init__(self, vocab: CharVocab, config: LMConfig):
+    def __init__(self, vocab: CharVocab, config: LMConfig, lexicon: Sequence[str] | None = None):
         super().__init__(vocab, config)
         self.embedding = nn.Embedding(len(vocab), config.char_dim, padding_idx=vocab.pad_id)
         self.context = nn.LSTM(config.char_dim, config.hidden_dim, batch_first=True)
         self.no_context = nn.Parameter(torch.zeros(config.hidden_dim))
         self.dropout = nn.Dropout(config.dropout)
         self.speller = self.make_speller(self.embedding)
+        if lexicon and config.context != "none":
+            raise ConfigError("slm's lexicon needs context = 'none'")
+        self.lexicon = Lexicon(lexicon, config.hidden_dim) if lexicon else None
 
     # --- the context -----------------------------------------------------------------------------
     def context_states(self, chars: CharBatch) -> torch.Tensor:
@@ -84,8 +89,12 @@ class SLM(SegmentLM):
         spans = self.speller.span_scores(
             states[rows, starts], chars.ids, space, rows, starts, lengths
         )  # [N, R + 1]
+        if self.lexicon is not None:
+            spans = self._mix_lexicon(chars, space, rows, starts, lengths, spans)
         texts = torch.arange(batch, device=states.device)
         at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
+        if self.lexicon is not None:
+            at_end = self.lexicon.end(self.no_context, at_end)
         reaches_end = (starts.unsqueeze(1) + torch.arange(longest + 1, device=spans.device)) == (
             chars.lengths[rows].unsqueeze(1)
         )
@@ -93,6 +102,37 @@ class SLM(SegmentLM):
         table = spans.new_full((batch, width, longest + 1), NEG_INF)
         table[rows, starts] = spans
         return table
+
+    def _mix_lexicon(
+        self,
+        chars: CharBatch,
+        space: torch.Tensor,
+        rows: torch.Tensor,
+        starts: torch.Tensor,
+        lengths: torch.Tensor,
+        spans: torch.Tensor,
+    ) -> torch.Tensor:
+        """``spans`` (the speller's ``[N, R + 1]``) with every span mixed with the lexicon's path."""
+        offsets = torch.arange(spans.shape[1], device=spans.device)
+        spannable = (offsets >= 1) & (offsets <= lengths.unsqueeze(1))
+        if self.config.max_segment_length is not None:  # longer entries stay impossible
+            spannable &= offsets <= self.config.max_segment_length
+        run, length = spannable.nonzero(as_tuple=True)
+        texts, row_list, start_list = chars.texts, rows.tolist(), starts.tolist()
+        strings = [
+            texts[row_list[n]][start_list[n] : start_list[n] + k]
+            for n, k in zip(run.tolist(), length.tolist(), strict=True)
+        ]
+        after = starts[run] + length  # the position after the span
+        width = space.shape[1]
+        space_follows = space[rows[run], after.clamp(max=width - 1)] & (after < width)
+        mixed = self.lexicon.mix(
+            self.no_context,
+            self.lexicon.ids(strings, spans.device),
+            spans[run, length],
+            space_follows,
+        )
+        return spans.index_put((run, length), mixed)
 
     def span_table(self, chars: CharBatch, space: torch.Tensor | None = None) -> torch.Tensor:
         """``[B, L, R + 1]``: every possible segment of every text (within words; at most
