@@ -312,6 +312,32 @@ def test_marginal_objective_reads_word_types_or_sentences(trained, monkeypatch):
         assert sorted(read[0]) == sorted(expected) and stats["lm_bits_per_char"] > 0
 
 
+def test_corpus_words_are_drawn_by_log_dampened_count_whatever_the_agent_samples(
+    trained, monkeypatch
+):
+    _evaluator, vocab, good = trained
+    counts = {"walked": 1, "talks": 1, "jumping": 2**20 - 1}  # log-dampened weights 1, 1, 20
+    config = tiny_config(objective="marginal", texts="corpus-words", batch_size=8)
+    evaluator = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=0, words=counts)
+    assert evaluator.word_probs.tolist() == pytest.approx([20 / 22, 1 / 22, 1 / 22])
+    read: list[list[str]] = []
+
+    def recording(batch_texts, step=evaluator.trainer.marginal_step):
+        read.append(batch_texts)
+        return step(batch_texts)
+
+    monkeypatch.setattr(evaluator.trainer, "marginal_step", recording)
+    for _ in range(20):
+        evaluator.update(good)  # sentences of other words: not what the LM reads
+    drawn = [word for texts in read for word in texts]
+    assert len(read) == 20 and set(drawn) <= set(counts) and "jumping" in read[0]
+    assert all(len(texts) == len(set(texts)) <= 3 for texts in read)
+    with pytest.raises(ConfigError, match="needs the corpus's word counts"):
+        LMEvaluator(build_lm(lm_config(config), vocab), config)
+    with pytest.raises(ConfigError, match="marginal objective only"):
+        tiny_config(objective="joint", texts="corpus-words").validate()
+
+
 def test_a_lexicon_lets_the_marginal_likelihood_split_off_reused_suffixes(one_thread):
     """Trained on the word types alone, by marginal likelihood without a length penalty: the speller
     alone keeps every word whole; with a lexicon of frequent substrings, stems and suffixes reused

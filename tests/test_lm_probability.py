@@ -311,3 +311,21 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     assert resolve_length_penalty(unset, "words").length_penalty == WORD_LIST_LENGTH_PENALTY
     assert resolve_length_penalty(unset, "text").length_penalty == 0.0
     assert resolve_length_penalty(LMConfig(length_penalty=0.2), "words").length_penalty == 0.2
+
+
+@pytest.mark.parametrize("lexicon", [None, LEXICON])
+def test_word_posteriors_score_each_word_alone(lexicon):
+    lm = tiny("slm", context="none", lexicon=lexicon)
+    texts = ["abab ba", "ba abab b", "bab"]
+    by_word = lm.word_boundary_posteriors(lm.encode(texts))
+    for row, text in enumerate(texts):
+        offset = 0
+        for word in text.split(" "):
+            alone = lm.boundary_posteriors(lm.encode([word]))[0, : len(word)]
+            assert torch.allclose(by_word[row, offset : offset + len(word)], alone, atol=1e-6)
+            assert by_word[row, offset + len(word) - 1].item() == pytest.approx(1.0)
+            if offset:
+                assert by_word[row, offset - 1].item() == 0.0  # the space
+            offset += len(word) + 1
+        assert (by_word[row, len(text) :] == 0).all()
+    assert 0.05 < by_word[0, 0].item() < 0.95  # a real decision, not a forced one

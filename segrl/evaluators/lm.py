@@ -27,7 +27,8 @@ Sequence (``score``):
 Per-action (``action_rewards``, ``[B, P]``, nats):
 
 - ``posterior`` (``slm``): ``log p(b_i = s_i | X) - log p(b_i != s_i | X)``, the log-odds of the
-  decision taken under the LM's exact posterior boundary probability. With the entropy bonus at 2
+  decision taken under the LM's exact posterior boundary probability; of each word alone when the
+  LM learns words (the marginal objective on ``word-types`` or ``corpus-words``), as it was trained. With the entropy bonus at 2
   (REINFORCE's default for per-action rewards) the policy's optimum is ``pi(split at i) = p(b_i |
   X)``: the agent distils the LM's posterior.
 - ``flip``: ``log p(X, S) - log p(X, S with decision i flipped)`` (eq. 5.11, as a log-likelihood):
@@ -50,13 +51,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from segrl.data import Corpus, GoldWord
+from segrl.data.wordlists import dampen
 from segrl.errors import ConfigError
 from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
@@ -83,6 +85,7 @@ class LMEvaluator(Evaluator):
             ``config.reward`` is a per-action one), ``action_rewards`` its per-action reward
             (``posterior`` when ``config.reward`` is a sequence one or None).
         seed: seed of the replay buffer's draws and of ``resample``'s redraws.
+        words: the training corpus's word counts (``texts = "corpus-words"`` draws from them).
     """
 
     name = "lm"
@@ -92,10 +95,18 @@ class LMEvaluator(Evaluator):
         lm: SegmentLM,
         config: LMEvaluatorConfig,
         seed: int = 0,
+        words: Mapping[str, int] | None = None,
     ):
         config.validate()
+        if config.texts == "corpus-words" and not words:
+            raise ConfigError(
+                "evaluator.lm.texts = 'corpus-words' needs the corpus's word counts (words=)"
+            )
         self.lm = lm
         self.config = config
+        self.words = sorted(words) if words else []
+        weights = np.array([dampen(words[w], "log") for w in self.words], dtype=np.float64)
+        self.word_probs = weights / weights.sum() if self.words else None
         self.sequence_variant = config.variant("sequence")
         self.action_variant = config.variant("per-action")
         self.trainer = LMTrainer(lm, lr=config.lr, weight_decay=config.weight_decay)
@@ -123,7 +134,7 @@ class LMEvaluator(Evaluator):
             lm = build_lm(
                 resolve_length_penalty(lm_config(config.lm), corpus.kind), corpus.vocab, lexicon
             )
-        return cls(lm, config.lm, config.seed)
+        return cls(lm, config.lm, config.seed, corpus.word_counts("train"))
 
     def check_stepwise(self, reward_mode: str) -> None:
         """Raise ``ConfigError`` unless the ``reward_mode`` rewards can be given one decision at a
@@ -178,9 +189,11 @@ class LMEvaluator(Evaluator):
                 values = scores.per_position / scores.n_chars.unsqueeze(1)
                 return _to_positions(values, batch, last_carries=True)
             if variant == "posterior":
-                posterior = require_slm(self.lm, "the posterior reward").boundary_posteriors(
-                    segmented.chars
-                )
+                slm = require_slm(self.lm, "the posterior reward")
+                if self.config.objective == "marginal" and self.config.texts != "sentences":
+                    posterior = slm.word_boundary_posteriors(segmented.chars)
+                else:
+                    posterior = slm.boundary_posteriors(segmented.chars)
                 q = posterior.double().clamp(POSTERIOR_FLOOR, 1 - POSTERIOR_FLOOR)
                 log_odds = _to_positions(torch.log(q) - torch.log1p(-q), batch)
                 rewards = np.where(batch.splits, log_odds, -log_odds)
@@ -228,6 +241,9 @@ class LMEvaluator(Evaluator):
             texts = [text for text, _ in examples]
             if self.config.texts == "word-types":
                 texts = sorted({word for text in texts for word in text.split(" ")})
+            elif self.config.texts == "corpus-words":
+                drawn = self.rng.choice(len(self.words), self.config.batch_size, p=self.word_probs)
+                texts = sorted({self.words[i] for i in drawn})
             stats = self.trainer.marginal_step(texts)
         else:
             limit = self.lm.config.max_segment_length

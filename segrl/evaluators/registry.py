@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from segrl.errors import ConfigError
-from segrl.lm.config import LMConfig, LMContext, LMTexts
+from segrl.lm.config import LMConfig, LMContext
 
 if TYPE_CHECKING:
     from segrl.data import Corpus, GoldWord
@@ -33,6 +33,9 @@ LM_PER_ACTION_REWARDS: tuple[str, ...] = typing.get_args(LMPerActionReward)
 """The LM evaluator's rewards by reward mode, the default first (``segrl.evaluators.lm`` defines them)."""
 LMObjective = Literal["joint", "marginal"]
 
+EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
+"""What the LM evaluator's marginal objective reads (``LMEvaluatorConfig.texts``)."""
+
 
 @dataclass
 class LMEvaluatorConfig(LMConfig):
@@ -50,10 +53,14 @@ class LMEvaluatorConfig(LMConfig):
     """How the LM learns from the agent's texts: ``joint`` (``-log p(X, S)`` under the agent's
     segmentations, the study's co-training) or ``marginal`` (``-log p(X)`` over all segmentations,
     ``slm`` only: the agent's segmentations do not feed back into the LM)."""
-    texts: LMTexts = "word-types"
-    """What the marginal objective reads of the sampled sentences: ``word-types`` (their distinct
+    texts: EvaluatorTexts = "word-types"
+    """What the marginal objective reads: of the sampled sentences, ``word-types`` (their distinct
     words, each a text of its own, as ``segrl lm train`` does: a frequent word counts once, as in
-    Morfessor) or ``sentences`` (as they are). With hidden spaces a sentence is one word."""
+    Morfessor) or ``sentences`` (as they are; with hidden spaces a sentence is one word); or
+    ``corpus-words``: ``batch_size`` words drawn from the training corpus's word types by
+    log-dampened count, whatever the agent samples, so that a word list and running text give the
+    LM the same kind of data (on running text the sampled sentences' word types are mostly the
+    frequent short words, in every batch)."""
     gamma: float = 0.1
     """Weight of the policy's entropy in the ``entropy`` and ``space-penalty`` rewards."""
     beta: float = 1.0
@@ -96,6 +103,11 @@ class LMEvaluatorConfig(LMConfig):
             raise ConfigError(
                 "evaluator.lm.buffer_size, update_every and batch_size must be at least 1, "
                 "pretrain_epochs at least 0"
+            )
+        if self.texts == "corpus-words" and self.objective != "marginal":
+            raise ConfigError(
+                "evaluator.lm.texts = 'corpus-words' goes with the marginal objective only (the "
+                "joint one learns the agent's segmentations of its own sentences)"
             )
         if self.lr <= 0 or self.gamma < 0 or self.beta < 0:
             raise ConfigError("evaluator.lm.lr must be positive, gamma and beta at least 0")

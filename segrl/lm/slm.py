@@ -23,6 +23,7 @@ their lexical memory is here a lexicon of frequent substrings mixed with the spe
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import torch
@@ -212,6 +213,35 @@ class SLM(SegmentLM):
         space = space_mask(self.vocab, chars)
         table = self.span_table(chars, space)
         return lattice.boundary_marginals(table, space, chars.lengths) * chars.mask
+
+    @torch.no_grad()
+    def word_boundary_posteriors(self, chars: CharBatch) -> torch.Tensor:
+        """``[B, L]``: ``boundary_posteriors`` of every word of the texts taken as a text of its own
+        (computed once per distinct word), 0 at spaces and padding. For a model trained on word
+        types, which never saw a space: in a sentence a word's last segment would end with a space,
+        a terminator it gives almost no probability, and with a lexicon (whose entries then lose
+        their share) that moves the boundaries; alone, the word is scored as the model learnt it."""
+        chars = chars.to(self.device)
+        words: dict[str, int] = {}
+        rows, starts, which = [], [], []
+        for row, text in enumerate(chars.texts):
+            for word in re.finditer(r"[^ ]+", text):
+                which.append(words.setdefault(word.group(), len(words)))
+                rows.append(row)
+                starts.append(word.start())
+        out = torch.zeros(chars.ids.shape, device=self.device)
+        if not words:
+            return out
+        by_word = self.boundary_posteriors(self.encode(list(words)))  # [W, Lw]
+        which_t = torch.tensor(which, device=self.device)
+        offsets = torch.arange(by_word.shape[1], device=self.device)
+        word_lengths = torch.tensor([len(w) for w in words], device=self.device)
+        inside = offsets < word_lengths[which_t].unsqueeze(1)  # [O, Lw]
+        row_index = torch.tensor(rows, device=self.device).unsqueeze(1).expand_as(inside)
+        columns = torch.tensor(starts, device=self.device).unsqueeze(1) + offsets
+        out = out.to(by_word.dtype)
+        out[row_index[inside], columns[inside]] = by_word[which_t][inside]
+        return out
 
     @torch.no_grad()
     def viterbi(self, chars: CharBatch) -> tuple[SegmentedBatch, torch.Tensor]:
