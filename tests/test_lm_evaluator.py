@@ -376,3 +376,35 @@ def test_the_evaluators_lexicon_comes_from_the_training_words(corpus):
     assert len(lm.lexicon) == 30
     words = set(corpus.word_counts("train"))
     assert all(any(entry in w for w in words) for entry in lm.lexicon.entries)
+
+
+def test_the_posterior_reward_reads_words_alone_only_with_a_lexicon(one_thread):
+    from segrl.lm.lexicon import substring_lexicon
+
+    vocab = CharVocab.from_texts(SENTENCES, "?")
+    batch = encode_segmentation_batch(vocab, SENTENCES)
+    batch = batch.with_decisions(right_decisions(batch))
+    for lexicon, objective, alone in (
+        (substring_lexicon(WORDS, 20), "marginal", True),
+        (None, "marginal", False),
+        (substring_lexicon(WORDS, 20), "joint", False),
+    ):
+        torch.manual_seed(0)
+        config = tiny_config(objective=objective, context="none", reward="posterior")
+        evaluator = LMEvaluator(build_lm(lm_config(config), vocab, lexicon), config)
+        assert evaluator.scores_words_alone is alone
+        rewards = evaluator.action_rewards(batch)
+        chars = evaluator.lm.encode(SENTENCES)
+        expected = (
+            evaluator.lm.word_boundary_posteriors(chars)
+            if alone
+            else evaluator.lm.boundary_posteriors(chars)
+        ).double()
+        q = expected.clamp(1e-6, 1 - 1e-6)
+        log_odds = (torch.log(q) - torch.log1p(-q)).numpy()[:, : rewards.shape[1]]
+        signed = np.where(batch.splits, log_odds, -log_odds)
+        free = batch.free_mask
+        assert np.allclose(rewards[free], np.clip(signed, -MAX_NATS, MAX_NATS)[free], atol=1e-6)
+    sentence = evaluator.lm.boundary_posteriors(chars)
+    words = evaluator.lm.word_boundary_posteriors(chars)
+    assert not torch.allclose(sentence, words, atol=1e-3)  # the two readings differ
