@@ -237,11 +237,15 @@ def test_a_nested_run_is_another_segmenter_of_the_job(mlflow_store, monkeypatch)
 
 
 def _log_curve(name: str, values: dict[int, float]) -> str:
-    import mlflow
-
-    with mlflow.start_run(run_name=name) as run:
-        for step, value in values.items():
-            mlflow.log_metric("eval/boundary_f1", value, step=step)
+    # A client of the store segrl reads, not mlflow's process-wide active store and experiment,
+    # which earlier tests may have pointed elsewhere.
+    client = MlflowClient(tracking.tracking_uri())
+    experiment = client.get_experiment_by_name("curves")
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment("curves")
+    run = client.create_run(experiment_id, run_name=name)
+    for step, value in values.items():
+        client.log_metric(run.info.run_id, "eval/boundary_f1", value, step=step)
+    client.set_terminated(run.info.run_id)
     return run.info.run_id
 
 
