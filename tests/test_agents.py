@@ -131,6 +131,46 @@ def test_reinforce_loss_raises_rewarded_and_lowers_punished_actions():
     assert stats["entropy"] == pytest.approx(np.log(2))
 
 
+def test_the_expected_gradient_is_the_mean_of_the_sampled_ones_over_both_actions():
+    """With mirrored rewards (the other action's is minus the reward), the expected policy term's
+    gradient is sum_a pi(a) times the sampled term's gradient for a, whichever action was drawn."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 2)
+    free = torch.tensor([[True, True, True, False], [True, False, True, True]])
+    split_reward = torch.randn(2, 4)  # r(split); r(no split) = -r(split)
+
+    def gradient(actions, expected):
+        x = logits.clone().requires_grad_(True)
+        weights = torch.where(actions == 1, split_reward, -split_reward)
+        loss, _ = reinforce_loss(x, actions, free, weights, 0.0, expected=expected)
+        loss.backward()
+        return x.grad
+
+    split, keep = torch.ones(2, 4, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long)
+    p = torch.softmax(logits, -1)[..., 1:]  # [B, P, 1] pi(split)
+    mean = p * gradient(split, False) + (1 - p) * gradient(keep, False)
+    assert torch.allclose(gradient(split, True), mean, atol=1e-6)
+    assert torch.allclose(gradient(keep, True), mean, atol=1e-6)  # the draw does not matter
+    assert not torch.allclose(gradient(split, False), gradient(keep, False))
+
+
+def test_the_expected_gradient_needs_mirrored_rewards(corpus):
+    with pytest.raises(ConfigError, match="per_action_baseline goes with"):
+        ReinforceConfig(per_action_baseline=True, per_action_gradient="expected").validate()
+    with pytest.raises(ConfigError, match="reinforce.per_action_gradient"):
+        ReinforceConfig(per_action_gradient="exact").validate()
+    assert GoldEvaluator(GOLD).mirrored_action_rewards()
+    env = VectorSentenceSegmentEnv(
+        4, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward="per-action"
+    )
+    model = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, SegmenterConfig(**SMALL))
+    learner = Reinforce(model, ReinforceConfig(per_action_gradient="expected"), "per-action")
+    learner.step(env, env.reset())  # gold rewards are mirrored: fine
+    env.setup.evaluator.mirrored_action_rewards = lambda: False  # as resample or incremental
+    with pytest.raises(ConfigError, match="per_action_gradient = 'expected' needs"):
+        learner.step(env, env.reset())
+
+
 def test_entropy_bonus_pushes_towards_uniform():
     logits = torch.tensor([[[2.0, 0.0]]], requires_grad=True)
     loss, _ = reinforce_loss(

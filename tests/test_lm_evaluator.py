@@ -115,6 +115,31 @@ def test_posterior_flip_and_resample_reward_the_right_decisions(trained):
     evaluator.action_variant = "posterior"
 
 
+def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
+    evaluator, _vocab, good = trained
+    free = good.free_mask
+    evaluator.action_variant = "posterior"
+    sharp = evaluator.action_rewards(good)[free]
+    assert np.abs(sharp).max() > 5.0  # the trained LM is confident: beyond the floor's bound below
+    evaluator.config = replace(evaluator.config, posterior_floor=0.05)
+    try:
+        floored = evaluator.action_rewards(good)[free]
+    finally:
+        evaluator.config = replace(evaluator.config, posterior_floor=1e-6)
+    bound = math.log(0.95 / 0.05)
+    assert np.abs(floored).max() == pytest.approx(bound)
+    assert (np.sign(floored) == np.sign(sharp)).all()
+    np.testing.assert_allclose(floored, np.clip(sharp, -bound, bound), atol=1e-9)
+    with pytest.raises(ConfigError, match="posterior_floor must be between 0 and 0.5"):
+        tiny_config(posterior_floor=0.5).validate()
+    mirrored = {}
+    for variant in ("posterior", "flip", "resample", "incremental"):
+        evaluator.action_variant = variant
+        mirrored[variant] = evaluator.mirrored_action_rewards()
+    evaluator.action_variant = "posterior"
+    assert mirrored == {"posterior": True, "flip": True, "resample": False, "incremental": False}
+
+
 def test_incremental_rewards_are_causal_and_sum_to_the_likelihood(trained):
     evaluator, _vocab, good = trained
     evaluator.action_variant = "incremental"

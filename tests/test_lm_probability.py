@@ -286,10 +286,12 @@ def test_substring_lexicon_counts_each_word_once():
 
 def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     """The penalised marginal is ``-log sum_S p(X, S) exp(-lambda sum_k |m_k|^2)`` per character,
-    checked against every segmentation; unset, the penalty is 0.05 on word lists, 0 on text."""
+    checked against every segmentation; unset, the penalty is 0.05 on word lists, 0 on text, and an
+    slm without context gets the default lexicon (any other model none)."""
     from dataclasses import replace
 
-    from segrl.lm.config import WORD_LIST_LENGTH_PENALTY, resolve_length_penalty
+    from segrl.errors import ConfigError
+    from segrl.lm.config import SLM_LEXICON_SIZE, WORD_LIST_LENGTH_PENALTY, resolve_lm_config
 
     lm = tiny("slm", context="none")
     text = TEXTS[0]
@@ -307,10 +309,19 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     expected = -torch.logsumexp(scores - 0.3 * squares, 0) / (len(text) + 1)
     assert penalised.item() == pytest.approx(expected.item(), abs=1e-5)
     assert penalised.item() > plain.item()  # an upper bound of -log p(X)
-    unset = LMConfig(length_penalty=None)
-    assert resolve_length_penalty(unset, "words").length_penalty == WORD_LIST_LENGTH_PENALTY
-    assert resolve_length_penalty(unset, "text").length_penalty == 0.0
-    assert resolve_length_penalty(LMConfig(length_penalty=0.2), "words").length_penalty == 0.2
+    unset = LMConfig(length_penalty=None, lexicon_size=None)
+    assert resolve_lm_config(unset, "words").length_penalty == WORD_LIST_LENGTH_PENALTY
+    assert resolve_lm_config(unset, "text").length_penalty == 0.0
+    assert resolve_lm_config(LMConfig(length_penalty=0.2), "words").length_penalty == 0.2
+    assert resolve_lm_config(unset, "words").lexicon_size == 0  # context lstm: no lexicon
+    without_context = replace(unset, context="none")
+    assert resolve_lm_config(without_context, "text").lexicon_size == SLM_LEXICON_SIZE
+    assert resolve_lm_config(replace(without_context, lexicon_size=7), "text").lexicon_size == 7
+    assert (
+        resolve_lm_config(replace(without_context, model="segment-lstm"), "text").lexicon_size == 0
+    )
+    with pytest.raises(ConfigError, match="lexicon_size must be at least 0"):
+        LMConfig(lexicon_size=-1).validate()
 
 
 @pytest.mark.parametrize("lexicon", [None, LEXICON])

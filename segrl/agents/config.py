@@ -4,12 +4,15 @@ and how the run is logged and checkpointed. Every field has a default that works
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from segrl.agents.policies import SegmenterConfig
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_threads
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices, check_threads
 from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
 from segrl.evaluators.registry import EvaluatorConfig
+
+PerActionGradient = Literal["sampled", "expected"]
 
 DEFAULT_ENTROPY = {"per-action": 2.0, "sequence": 0.05}
 """Entropy bonus per reward mode when ``ReinforceConfig.entropy_coef`` is None (see there)."""
@@ -44,6 +47,12 @@ class ReinforceConfig:
     """Sequence rewards: standardise ``reward - baseline`` over the batch."""
     per_action_baseline: bool = False
     """Per-action rewards: subtract the learned baseline too (the study uses none; +-1 is centred)."""
+    per_action_gradient: PerActionGradient = "sampled"
+    """Per-action rewards: ``sampled`` (REINFORCE's ``r_i grad log pi(s_i)`` for the decision drawn)
+    or ``expected`` (the exact expectation over both actions, ``grad sum_a pi(a) r_i(a)``, for an
+    evaluator whose rewards are mirrored: the other action's reward is ``-r_i``). Both have the
+    same expected gradient; ``expected`` has no sampling noise, and a decision the policy rarely
+    samples (a split in a long, rare word) still gets its reward every step."""
 
     def entropy(self, reward_mode: str) -> float:
         """The entropy bonus's weight for ``reward_mode``."""
@@ -52,12 +61,18 @@ class ReinforceConfig:
         return DEFAULT_ENTROPY[reward_mode]
 
     def validate(self) -> None:
+        check_choices(self, "reinforce.")
         if self.steps < 1 or self.batch_size < 1:
             raise ConfigError("reinforce.steps and reinforce.batch_size must be at least 1")
         if self.lr <= 0 or self.baseline_lr <= 0:
             raise ConfigError("reinforce.lr and reinforce.baseline_lr must be positive")
         if (self.entropy_coef is not None and self.entropy_coef < 0) or self.max_grad_norm <= 0:
             raise ConfigError("reinforce.entropy_coef must be >= 0 and max_grad_norm > 0")
+        if self.per_action_baseline and self.per_action_gradient == "expected":
+            raise ConfigError(
+                "reinforce.per_action_baseline goes with per_action_gradient = 'sampled' only (the "
+                "expectation over both actions needs no baseline)"
+            )
 
 
 @dataclass

@@ -36,6 +36,7 @@ from segrl.agents.segmenter import pad_positions, trim
 from segrl.agents.trainer import TrainResult, train_sentence_agent
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
+from segrl.errors import ConfigError
 from segrl.evaluators import SegmentationBatch
 
 
@@ -57,18 +58,24 @@ def reinforce_loss(
     free_mask: torch.Tensor,
     weights: torch.Tensor,
     entropy_coef: float,
+    expected: bool = False,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The REINFORCE loss with one weight per decision (see the module docstring).
 
     ``logits`` [B, P, A], ``actions`` [B, P], ``free_mask`` [B, P] bool (True at the agent's
     decisions), ``weights`` [B, P] (advantage or reward of each decision; no gradient flows into it).
+    ``expected``: binary decisions with mirrored rewards (the other action's is ``-weights``): the
+    policy term is the exact expected reward ``sum_a pi(a) r(a)`` instead of its one-sample estimate.
     """
     dist = Categorical(logits=logits)
     log_prob = dist.log_prob(actions)  # [B, P]
     entropy = dist.entropy()  # [B, P]
     mask = free_mask.to(log_prob.dtype)
     n = mask.sum().clamp(min=1.0)
-    policy_term = -(weights.detach() * log_prob * mask).sum() / n
+    if expected:  # sum_a pi(a) r(a) with r(other) = -r(taken): (2 pi(taken) - 1) r(taken)
+        policy_term = -(weights.detach() * (2 * log_prob.exp() - 1) * mask).sum() / n
+    else:
+        policy_term = -(weights.detach() * log_prob * mask).sum() / n
     mean_entropy = (entropy * mask).sum() / n
     loss = policy_term - entropy_coef * mean_entropy
     return loss, {"policy_loss": policy_term.item(), "entropy": mean_entropy.item()}
@@ -91,6 +98,7 @@ class Reinforce:
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
         self.baseline: ValueBaseline | None = None
         self.baseline_optimizer: torch.optim.Optimizer | None = None
+        self.expected = reward_mode == "per-action" and config.per_action_gradient == "expected"
         if reward_mode == "sequence" or config.per_action_baseline:
             self.baseline = ValueBaseline(policy.feature_dim, config.baseline_hidden).to(device)
             self.baseline_optimizer = torch.optim.Adam(
@@ -110,6 +118,8 @@ class Reinforce:
     ) -> tuple[dict[str, np.ndarray], dict[str, float], SegmentationBatch]:
         """Sample decisions for the sentences of ``observation``, get their rewards from ``env``,
         update. Returns the next observation, stats, and the rewarded batch."""
+        if self.expected:
+            self._check_expected(env)
         self.policy.train()
         ids, lengths, width = trim(observation["chars"], observation["length"][:, 0])
         ids, lengths = ids.to(self.device), lengths.to(self.device)
@@ -143,7 +153,9 @@ class Reinforce:
             weights = advantage.unsqueeze(1).expand_as(logits[..., 0])
 
         entropy_coef = self.config.entropy(self.reward_mode)
-        loss, loss_stats = reinforce_loss(logits, actions, free, weights, entropy_coef)
+        loss, loss_stats = reinforce_loss(
+            logits, actions, free, weights, entropy_coef, self.expected
+        )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
@@ -159,6 +171,17 @@ class Reinforce:
             self.baseline_optimizer.step()
             stats["baseline_loss"] = baseline_loss.item()
         return next_observation, stats, info["batch"]
+
+    def _check_expected(self, env: VectorSentenceSegmentEnv) -> None:
+        """``per_action_gradient = "expected"`` needs two actions and mirrored rewards."""
+        evaluator = env.evaluator
+        if self.policy.n_actions != 2 or not evaluator.mirrored_action_rewards():
+            raise ConfigError(
+                "reinforce.per_action_gradient = 'expected' needs split/no-split decisions and "
+                "per-action rewards whose other action is rewarded with minus the reward (gold, "
+                f"morfessor, the LM's posterior or flip); {evaluator.name!r} here gives "
+                f"{getattr(evaluator, 'action_variant', 'other')!r} rewards: use 'sampled'"
+            )
 
     def state_dict(self) -> dict[str, Any]:
         return {

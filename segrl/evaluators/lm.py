@@ -63,7 +63,7 @@ from segrl.errors import ConfigError
 from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm
-from segrl.lm.config import lm_config, resolve_length_penalty
+from segrl.lm.config import lm_config, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
@@ -73,7 +73,6 @@ CAUSAL_REWARDS = ("incremental", "likelihood")
 """Variants whose rewards ``CharSegment`` can give step by step."""
 MAX_NATS = 30.0
 """Per-decision rewards are clipped to +-this (a flip to a segmentation of probability 0 is +inf)."""
-POSTERIOR_FLOOR = 1e-6
 
 
 class LMEvaluator(Evaluator):
@@ -124,16 +123,11 @@ class LMEvaluator(Evaluator):
     ) -> LMEvaluator:
         """A new LM over ``corpus``'s characters, initialised from ``config.seed``; with
         ``lexicon_size`` (``slm``), its lexicon is the substrings found in most training word types."""
-        lexicon = None
-        if config.lm.model == "slm":
-            lexicon = slm_lexicon(
-                config.lm.lexicon_size, config.lm.max_segment_length, corpus.word_counts("train")
-            )
+        lm_options = resolve_lm_config(lm_config(config.lm), corpus.kind)
+        lexicon = slm_lexicon(lm_options, corpus.word_counts("train"))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            lm = build_lm(
-                resolve_length_penalty(lm_config(config.lm), corpus.kind), corpus.vocab, lexicon
-            )
+            lm = build_lm(lm_options, corpus.vocab, lexicon)
         return cls(lm, config.lm, config.seed, corpus.word_counts("train"))
 
     @property
@@ -149,6 +143,11 @@ class LMEvaluator(Evaluator):
             and self.config.objective == "marginal"
             and self.config.texts != "sentences"
         )
+
+    def mirrored_action_rewards(self) -> bool:
+        """``posterior`` and ``flip``: the other action's log-odds, or flip score, is minus this
+        one's (``resample`` is 0 where the redraw agrees, ``incremental`` is no log-ratio)."""
+        return self.action_variant in ("posterior", "flip")
 
     def check_stepwise(self, reward_mode: str) -> None:
         """Raise ``ConfigError`` unless the ``reward_mode`` rewards can be given one decision at a
@@ -208,7 +207,8 @@ class LMEvaluator(Evaluator):
                     posterior = slm.word_boundary_posteriors(segmented.chars)
                 else:
                     posterior = slm.boundary_posteriors(segmented.chars)
-                q = posterior.double().clamp(POSTERIOR_FLOOR, 1 - POSTERIOR_FLOOR)
+                floor = self.config.posterior_floor
+                q = posterior.double().clamp(floor, 1 - floor)
                 log_odds = _to_positions(torch.log(q) - torch.log1p(-q), batch)
                 rewards = np.where(batch.splits, log_odds, -log_odds)
             else:  # flip, resample

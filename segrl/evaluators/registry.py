@@ -45,6 +45,10 @@ class LMEvaluatorConfig(LMConfig):
     context: LMContext = "none"
     hidden_dim: int = 128
     speller_dim: int = 128
+    lexicon_size: int | None = 0
+    """No lexicon by default: the agent, distilling an LM with one, splits far less than the LM
+    on rare words and lost boundary F1 in Spanish, Czech and Hungarian (docs/results.md); None:
+    ``segrl.lm.config.SLM_LEXICON_SIZE``, as ``segrl lm train``."""
     reward: LMReward | None = None
     """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,
@@ -61,6 +65,11 @@ class LMEvaluatorConfig(LMConfig):
     log-dampened count, whatever the agent samples, so that a word list and running text give the
     LM the same kind of data (on running text the sampled sentences' word types are mostly the
     frequent short words, in every batch)."""
+    posterior_floor: float = 1e-6
+    """The ``posterior`` reward reads the LM's boundary probability clamped to ``[floor, 1 - floor]``,
+    so a decision's reward is at most ``log((1 - floor) / floor)`` nats either way; with the entropy
+    bonus at 2, the policy's optimum ``pi = q`` then never drops below ``floor``, so splits keep being
+    sampled (and rewarded) where the LM changes its mind. Its decisions (``q > 0.5``) stay the same."""
     gamma: float = 0.1
     """Weight of the policy's entropy in the ``entropy`` and ``space-penalty`` rewards."""
     beta: float = 1.0
@@ -108,6 +117,10 @@ class LMEvaluatorConfig(LMConfig):
             raise ConfigError(
                 "evaluator.lm.texts = 'corpus-words' goes with the marginal objective only (the "
                 "joint one learns the agent's segmentations of its own sentences)"
+            )
+        if not 0 < self.posterior_floor < 0.5:
+            raise ConfigError(
+                f"evaluator.lm.posterior_floor must be between 0 and 0.5, got {self.posterior_floor}"
             )
         if self.lr <= 0 or self.gamma < 0 or self.beta < 0:
             raise ConfigError("evaluator.lm.lr must be positive, gamma and beta at least 0")

@@ -20,6 +20,11 @@ WORD_LIST_LENGTH_PENALTY = 0.05
 """The length penalty on word lists: without one the marginal likelihood keeps every word whole
 (boundary F1 0 in English, Hungarian, Spanish and Czech); 0.05 and 0.1 did about equally well across
 the four, 0.1 over-split English and hurt running text most (docs/results.md)."""
+SLM_LEXICON_SIZE = 100_000
+"""The lexicon of an ``slm`` without context unless one is given (``segrl lm train``): the 100,000
+substrings found in the most training word types. Against no lexicon it raised ``slm``'s boundary F1
+in English, Hungarian, Spanish and Czech; 30,000 raised it less on average and lowered it in Spanish
+(docs/results.md)."""
 
 
 @dataclass
@@ -46,11 +51,12 @@ class LMConfig:
     """Most characters per segment; longer segments get probability 0. None: unbounded (with known
     word boundaries the dynamic programs then span whole words). Set it for text without spaces,
     where the dynamic programs would otherwise consider segments as long as the text."""
-    lexicon_size: int = 0
+    lexicon_size: int | None = 0
     """Entries of a lexicon whose softmax is mixed with the speller (``segrl.lm.lexicon``; 0: no
     lexicon, every segment is spelled): for ``segment-lstm`` the most frequent segments of the
     training segmentations, for ``slm`` (``context = "none"`` only) the substrings found in the most
-    training word types."""
+    training word types. None: ``SLM_LEXICON_SIZE`` for an ``slm`` without context, else 0
+    (``resolve_lm_config``)."""
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
@@ -60,7 +66,7 @@ class LMConfig:
     A plain marginal likelihood is highest with whole words (a speller that continues a word predicts
     its next character better than one that starts a new segment); the penalty makes the model put
     its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``.
-    None: ``WORD_LIST_LENGTH_PENALTY`` on a word list, 0 on running text (``resolve_length_penalty``)."""
+    None: ``WORD_LIST_LENGTH_PENALTY`` on a word list, 0 on running text (``resolve_lm_config``)."""
 
     def validate(self, prefix: str = "") -> None:
         check_choices(self, prefix)
@@ -68,6 +74,8 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}max_segment_length must be at least 1, got {self.max_segment_length}"
             )
+        if self.lexicon_size is not None and self.lexicon_size < 0:
+            raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
 
 
 def lm_config(config: LMConfig) -> LMConfig:
@@ -75,10 +83,14 @@ def lm_config(config: LMConfig) -> LMConfig:
     return LMConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(LMConfig)})
 
 
-def resolve_length_penalty(config: LMConfig, corpus_kind: str) -> LMConfig:
-    """``config`` with an unset ``length_penalty`` resolved for a corpus of ``corpus_kind``
-    (``words``: ``WORD_LIST_LENGTH_PENALTY``; ``text``: 0)."""
-    if config.length_penalty is not None:
-        return config
-    penalty = WORD_LIST_LENGTH_PENALTY if corpus_kind == "words" else 0.0
-    return dataclasses.replace(config, length_penalty=penalty)
+def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
+    """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``length_penalty``
+    (``words``: ``WORD_LIST_LENGTH_PENALTY``; ``text``: 0) and ``lexicon_size`` (``SLM_LEXICON_SIZE``
+    for an ``slm`` without context, which alone can mix one, else 0)."""
+    changes: dict[str, object] = {}
+    if config.length_penalty is None:
+        changes["length_penalty"] = WORD_LIST_LENGTH_PENALTY if corpus_kind == "words" else 0.0
+    if config.lexicon_size is None:
+        lexicon = config.model == "slm" and config.context == "none"
+        changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
+    return dataclasses.replace(config, **changes) if changes else config

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from segrl.lm.config import LMConfig
+
 
 def build_lexicon(
     segmentations: Iterable[Sequence[str]], size: int, min_count: int = 2
@@ -44,14 +46,14 @@ LEXICON_MAX_LENGTH = 12
 """Longest entry of an ``slm`` lexicon without ``max_segment_length``."""
 
 
-def slm_lexicon(
-    size: int, max_segment_length: int | None, words: Iterable[str]
-) -> list[str] | None:
-    """The lexicon of an ``slm`` with ``lexicon_size = size`` trained on ``words`` (its training word
-    types): their ``substring_lexicon``; None for size 0."""
-    if not size:
+def slm_lexicon(config: LMConfig, words: Iterable[str]) -> list[str] | None:
+    """The lexicon of an ``slm`` of ``config`` (its ``lexicon_size`` resolved) trained on ``words``
+    (its training word types): their ``substring_lexicon``; None without one."""
+    if config.model != "slm" or not config.lexicon_size:
         return None
-    return substring_lexicon(words, size, max_segment_length or LEXICON_MAX_LENGTH)
+    return substring_lexicon(
+        words, config.lexicon_size, config.max_segment_length or LEXICON_MAX_LENGTH
+    )
 
 
 def substring_lexicon(words: Iterable[str], size: int, max_length: int = 12) -> list[str]:

@@ -33,7 +33,7 @@ from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
-from segrl.lm.config import LMConfig, LMContext, LMTexts, resolve_length_penalty
+from segrl.lm.config import LMConfig, LMContext, LMTexts, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
@@ -54,6 +54,9 @@ class SegmenterLMConfig(LMConfig):
     the character context, or the preceding words, as context it keeps whole words)."""
 
     context: LMContext = "none"
+    lexicon_size: int | None = None
+    """None: ``SLM_LEXICON_SIZE`` substrings mixed with the speller (``segrl.lm.lexicon``), so that
+    reusing a morph across words pays; 0: every segment spelled."""
 
 
 @dataclass
@@ -158,10 +161,9 @@ def train_lm_segmenter(
     check_gold_fits(gold, corpus.vocab, config.gold.path)
     train, valid, test = training_texts(corpus, config.texts)
     seed_everything(config.seed)
-    lexicon = slm_lexicon(
-        config.lm.lexicon_size, config.lm.max_segment_length, corpus.word_counts("train")
-    )
-    model = build_lm(resolve_length_penalty(config.lm, corpus.kind), corpus.vocab, lexicon)
+    lm_options = resolve_lm_config(config.lm, corpus.kind)
+    lexicon = slm_lexicon(lm_options, corpus.word_counts("train"))
+    model = build_lm(lm_options, corpus.vocab, lexicon)
     model = model.to(device)
     trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay)
     run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES)
