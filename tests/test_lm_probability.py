@@ -287,7 +287,7 @@ def test_substring_lexicon_counts_each_word_once():
 def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     """The penalised marginal is ``-log sum_S p(X, S) exp(-lambda sum_k |m_k|^2)`` per character,
     checked against every segmentation; unset, the penalty is 0.05 on word lists, 0 on text, and an
-    slm without context gets the default lexicon (any other model none)."""
+    slm without context gets the default lexicon on word lists (on text, any other model: none)."""
     from dataclasses import replace
 
     from segrl.errors import ConfigError
@@ -315,11 +315,11 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     assert resolve_lm_config(LMConfig(length_penalty=0.2), "words").length_penalty == 0.2
     assert resolve_lm_config(unset, "words").lexicon_size == 0  # context lstm: no lexicon
     without_context = replace(unset, context="none")
-    assert resolve_lm_config(without_context, "text").lexicon_size == SLM_LEXICON_SIZE
+    assert resolve_lm_config(without_context, "words").lexicon_size == SLM_LEXICON_SIZE
+    assert resolve_lm_config(without_context, "text").lexicon_size == 0  # running text: none
     assert resolve_lm_config(replace(without_context, lexicon_size=7), "text").lexicon_size == 7
-    assert (
-        resolve_lm_config(replace(without_context, model="segment-lstm"), "text").lexicon_size == 0
-    )
+    segment_lstm = replace(without_context, model="segment-lstm")
+    assert resolve_lm_config(segment_lstm, "words").lexicon_size == 0
     with pytest.raises(ConfigError, match="lexicon_size must be at least 0"):
         LMConfig(lexicon_size=-1).validate()
 

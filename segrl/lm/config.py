@@ -21,10 +21,11 @@ WORD_LIST_LENGTH_PENALTY = 0.05
 (boundary F1 0 in English, Hungarian, Spanish and Czech); 0.05 and 0.1 did about equally well across
 the four, 0.1 over-split English and hurt running text most (docs/results.md)."""
 SLM_LEXICON_SIZE = 100_000
-"""The lexicon of an ``slm`` without context unless one is given (``segrl lm train``): the 100,000
-substrings found in the most training word types. Against no lexicon it raised ``slm``'s boundary F1
-in English, Hungarian, Spanish and Czech; 30,000 raised it less on average and lowered it in Spanish
-(docs/results.md)."""
+"""The lexicon of an ``slm`` without context on a word list unless one is given (``segrl lm
+train``): the 100,000 substrings found in the most training word types. Against no lexicon it raised
+``slm``'s boundary F1 in English, Hungarian, Spanish and Czech (30,000 raised it less on average and
+lowered it in Spanish); on the bundled running text it lowered it (0.318 against 0.353), so running
+text keeps none (docs/results.md)."""
 
 
 @dataclass
@@ -55,8 +56,8 @@ class LMConfig:
     """Entries of a lexicon whose softmax is mixed with the speller (``segrl.lm.lexicon``; 0: no
     lexicon, every segment is spelled): for ``segment-lstm`` the most frequent segments of the
     training segmentations, for ``slm`` (``context = "none"`` only) the substrings found in the most
-    training word types. None: ``SLM_LEXICON_SIZE`` for an ``slm`` without context, else 0
-    (``resolve_lm_config``)."""
+    training word types. None: ``SLM_LEXICON_SIZE`` for an ``slm`` without context on a word list,
+    else 0 (``resolve_lm_config``)."""
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
@@ -86,11 +87,11 @@ def lm_config(config: LMConfig) -> LMConfig:
 def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
     """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``length_penalty``
     (``words``: ``WORD_LIST_LENGTH_PENALTY``; ``text``: 0) and ``lexicon_size`` (``SLM_LEXICON_SIZE``
-    for an ``slm`` without context, which alone can mix one, else 0)."""
+    for an ``slm`` without context, which alone can mix one, on a word list; else 0)."""
     changes: dict[str, object] = {}
     if config.length_penalty is None:
         changes["length_penalty"] = WORD_LIST_LENGTH_PENALTY if corpus_kind == "words" else 0.0
     if config.lexicon_size is None:
-        lexicon = config.model == "slm" and config.context == "none"
+        lexicon = config.model == "slm" and config.context == "none" and corpus_kind == "words"
         changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
     return dataclasses.replace(config, **changes) if changes else config

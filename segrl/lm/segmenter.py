@@ -55,8 +55,9 @@ class SegmenterLMConfig(LMConfig):
 
     context: LMContext = "none"
     lexicon_size: int | None = None
-    """None: ``SLM_LEXICON_SIZE`` substrings mixed with the speller (``segrl.lm.lexicon``), so that
-    reusing a morph across words pays; 0: every segment spelled."""
+    """None: on a word list ``SLM_LEXICON_SIZE`` substrings mixed with the speller
+    (``segrl.lm.lexicon``), so that reusing a morph across words pays; on running text none; 0:
+    every segment spelled."""
 
 
 @dataclass
