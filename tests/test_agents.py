@@ -155,20 +155,36 @@ def test_the_expected_gradient_is_the_mean_of_the_sampled_ones_over_both_actions
 
 
 def test_the_expected_gradient_needs_mirrored_rewards(corpus):
+    """Refused in the config, before anything is trained: unmirrored rewards, more than two actions,
+    a per-action baseline; gold rewards are mirrored and train."""
+    from segrl.agents import TrainConfig
+
     with pytest.raises(ConfigError, match="per_action_baseline goes with"):
         ReinforceConfig(per_action_baseline=True, per_action_gradient="expected").validate()
     with pytest.raises(ConfigError, match="reinforce.per_action_gradient"):
         ReinforceConfig(per_action_gradient="exact").validate()
-    assert GoldEvaluator(GOLD).mirrored_action_rewards()
+    config = TrainConfig()
+    config.reinforce.per_action_gradient = "expected"
+    config.validate()  # Morfessor's +-1 rewards are mirrored
+    for variant, mirrored in {"posterior": True, "flip": True, "resample": False}.items():
+        config.evaluator.name, config.evaluator.lm.reward = "lm", variant
+        assert config.evaluator.mirrored_action_rewards() is mirrored
+        if not mirrored:
+            with pytest.raises(ConfigError, match="here: binary rules, 'resample' lm rewards"):
+                config.validate()
+    config.evaluator.name, config.env.rules = "gold", "full"
+    with pytest.raises(ConfigError, match="needs binary rules"):
+        config.validate()
+    config.env.reward = "sequence"  # the option is for per-action rewards only: ignored
+    config.validate()
     env = VectorSentenceSegmentEnv(
         4, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward="per-action"
     )
     model = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, SegmenterConfig(**SMALL))
     learner = Reinforce(model, ReinforceConfig(per_action_gradient="expected"), "per-action")
-    learner.step(env, env.reset())  # gold rewards are mirrored: fine
-    env.setup.evaluator.mirrored_action_rewards = lambda: False  # as resample or incremental
-    with pytest.raises(ConfigError, match="per_action_gradient = 'expected' needs"):
-        learner.step(env, env.reset())
+    assert learner.expected
+    _, stats, _ = learner.step(env, env.reset())
+    assert np.isfinite(stats["policy_loss"])
 
 
 def test_entropy_bonus_pushes_towards_uniform():

@@ -132,11 +132,12 @@ def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
     np.testing.assert_allclose(floored, np.clip(sharp, -bound, bound), atol=1e-9)
     with pytest.raises(ConfigError, match="posterior_floor must be between 0 and 0.5"):
         tiny_config(posterior_floor=0.5).validate()
-    mirrored = {}
-    for variant in ("posterior", "flip", "resample", "incremental"):
-        evaluator.action_variant = variant
-        mirrored[variant] = evaluator.mirrored_action_rewards()
-    evaluator.action_variant = "posterior"
+    from segrl.evaluators.registry import EvaluatorConfig
+
+    mirrored = {
+        variant: EvaluatorConfig("lm", lm=tiny_config(reward=variant)).mirrored_action_rewards()
+        for variant in ("posterior", "flip", "resample", "incremental")
+    }
     assert mirrored == {"posterior": True, "flip": True, "resample": False, "incremental": False}
 
 

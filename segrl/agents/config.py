@@ -190,6 +190,7 @@ class TrainConfig:
         self.reinforce.validate()
         if self.evaluator.name == "lm":
             self.evaluator.lm.validate(self.env.reward)
+        self._check_expected_gradient()
         if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
             raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
         if not 0.0 < self.gold_heldout_fraction < 1.0:
@@ -197,6 +198,28 @@ class TrainConfig:
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ConfigError("max_minutes must be positive")
         check_threads(self.threads)
+
+    def _check_expected_gradient(self) -> None:
+        """``reinforce.per_action_gradient = "expected"`` needs split/no-split decisions and
+        mirrored per-action rewards (``EvaluatorConfig.mirrored_action_rewards``)."""
+        if not (
+            self.agent == "reinforce"
+            and self.env.reward == "per-action"
+            and self.reinforce.per_action_gradient == "expected"
+        ):
+            return
+        if self.env.rules != "binary" or not self.evaluator.mirrored_action_rewards():
+            variant = (
+                f"{self.evaluator.lm.variant('per-action')!r} "
+                if self.evaluator.name == "lm"
+                else ""
+            )
+            raise ConfigError(
+                "reinforce.per_action_gradient = 'expected' needs binary rules and per-action "
+                "rewards whose other action is rewarded with minus the reward (gold, morfessor, "
+                f"the LM's posterior or flip); here: {self.env.rules} rules, {variant}"
+                f"{self.evaluator.name} rewards; use 'sampled'"
+            )
 
     @property
     def name(self) -> str:

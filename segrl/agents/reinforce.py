@@ -36,7 +36,6 @@ from segrl.agents.segmenter import pad_positions, trim
 from segrl.agents.trainer import TrainResult, train_sentence_agent
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
-from segrl.errors import ConfigError
 from segrl.evaluators import SegmentationBatch
 
 
@@ -118,8 +117,6 @@ class Reinforce:
     ) -> tuple[dict[str, np.ndarray], dict[str, float], SegmentationBatch]:
         """Sample decisions for the sentences of ``observation``, get their rewards from ``env``,
         update. Returns the next observation, stats, and the rewarded batch."""
-        if self.expected:
-            self._check_expected(env)
         self.policy.train()
         ids, lengths, width = trim(observation["chars"], observation["length"][:, 0])
         ids, lengths = ids.to(self.device), lengths.to(self.device)
@@ -171,17 +168,6 @@ class Reinforce:
             self.baseline_optimizer.step()
             stats["baseline_loss"] = baseline_loss.item()
         return next_observation, stats, info["batch"]
-
-    def _check_expected(self, env: VectorSentenceSegmentEnv) -> None:
-        """``per_action_gradient = "expected"`` needs two actions and mirrored rewards."""
-        evaluator = env.evaluator
-        if self.policy.n_actions != 2 or not evaluator.mirrored_action_rewards():
-            raise ConfigError(
-                "reinforce.per_action_gradient = 'expected' needs split/no-split decisions and "
-                "per-action rewards whose other action is rewarded with minus the reward (gold, "
-                f"morfessor, the LM's posterior or flip); {evaluator.name!r} here gives "
-                f"{getattr(evaluator, 'action_variant', 'other')!r} rewards: use 'sampled'"
-            )
 
     def state_dict(self) -> dict[str, Any]:
         return {

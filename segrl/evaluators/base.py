@@ -231,13 +231,6 @@ class Evaluator(ABC):
     def action_rewards(self, batch: SegmentationBatch) -> np.ndarray:
         """[B, P] float64 per-decision reward (causal; see the class docstring)."""
 
-    def mirrored_action_rewards(self) -> bool:
-        """Whether ``action_rewards`` are mirrored: at every decision the other action would have
-        been rewarded with minus the reward of the one taken (agreement +-1, the LM's posterior
-        log-odds, its flip scores), so that a learner can take the expectation over both actions
-        instead of sampling one (``ReinforceConfig.per_action_gradient = "expected"``)."""
-        return False
-
     def update(self, batch: SegmentationBatch) -> dict[str, float]:
         """One co-training step on ``batch``; returns stats to log. Fixed evaluators do nothing."""
         return {}

@@ -144,11 +144,6 @@ class LMEvaluator(Evaluator):
             and self.config.texts != "sentences"
         )
 
-    def mirrored_action_rewards(self) -> bool:
-        """``posterior`` and ``flip``: the other action's log-odds, or flip score, is minus this
-        one's (``resample`` is 0 where the redraw agrees, ``incremental`` is no log-ratio)."""
-        return self.action_variant in ("posterior", "flip")
-
     def check_stepwise(self, reward_mode: str) -> None:
         """Raise ``ConfigError`` unless the ``reward_mode`` rewards can be given one decision at a
         time, from the decisions so far (``CharSegment``)."""

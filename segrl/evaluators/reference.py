@@ -124,9 +124,6 @@ class ReferenceEvaluator(Evaluator):
         cost = self.alpha * errors["missed"] + (1.0 - self.alpha) * errors["spurious"]
         return -cost / np.maximum(errors["scored"], 1)
 
-    def mirrored_action_rewards(self) -> bool:
-        return True  # +1 for the reference's decision, -1 for the other
-
     def action_rewards(self, batch: SegmentationBatch) -> np.ndarray:
         reference, known = self.reference(batch)
         scored = batch.free_mask & known

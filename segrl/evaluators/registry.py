@@ -31,6 +31,10 @@ LMReward = Literal[LMSequenceReward, LMPerActionReward]
 LM_SEQUENCE_REWARDS: tuple[str, ...] = typing.get_args(LMSequenceReward)
 LM_PER_ACTION_REWARDS: tuple[str, ...] = typing.get_args(LMPerActionReward)
 """The LM evaluator's rewards by reward mode, the default first (``segrl.evaluators.lm`` defines them)."""
+MIRRORED_LM_REWARDS = ("posterior", "flip")
+"""Per-action LM rewards whose other action is rewarded with minus the reward: the posterior
+log-odds and the flip score (``resample`` is 0 where the redraw agrees, ``incremental`` is no
+log-ratio)."""
 LMObjective = Literal["joint", "marginal"]
 
 EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
@@ -141,6 +145,15 @@ class EvaluatorConfig:
     """Seed of Morfessor's training (and of the LM evaluator's sampling)."""
     lm: LMEvaluatorConfig = field(default_factory=LMEvaluatorConfig)
     """Options of the ``lm`` evaluator."""
+
+    def mirrored_action_rewards(self) -> bool:
+        """Whether the per-action rewards are mirrored: at every decision the other action would
+        have been rewarded with minus the reward of the one taken (agreement +-1 with Morfessor or
+        gold, ``MIRRORED_LM_REWARDS``), so that a learner can take the expectation over both
+        actions instead of sampling one (``ReinforceConfig.per_action_gradient = "expected"``)."""
+        if self.name == "lm":
+            return self.lm.variant("per-action") in MIRRORED_LM_REWARDS
+        return self.name in ("morfessor", "gold")
 
 
 def evaluator_class(name: str) -> type[Evaluator]:
