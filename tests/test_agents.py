@@ -82,6 +82,29 @@ def test_word_context_reads_each_word_alone():
     assert not torch.allclose(logits[0, 4:], changed[0, 4:])
 
 
+def test_repeated_words_are_encoded_once_with_the_result_of_each_alone():
+    """With word context each distinct word of a batch is encoded once; every occurrence (and words
+    that are prefixes of others) gets what the word alone gets."""
+    model = SegmenterPolicy(20, 2, 32, SegmenterConfig(**SMALL), separator_id=4).eval()
+    ab, abc, b = [5, 6], [5, 6, 7], [6]
+    rows = [ab + [4] + abc + [4] + ab, b + [4] + ab + [4] + b]
+    width = max(map(len, rows))
+    ids = torch.tensor([row + [0] * (width - len(row)) for row in rows])
+    with torch.no_grad():
+        logits = model(ids, torch.tensor([len(row) for row in rows]))
+        alone = {
+            tuple(word): model(torch.tensor([word]), torch.tensor([len(word)]))[0]
+            for word in (ab, abc, b)
+        }
+    for row, text in enumerate(rows):
+        start = 0
+        for end in [i for i, c in enumerate(text) if c == 4] + [len(text)]:
+            word = tuple(text[start:end])
+            inside = logits[row, start : end - 1]  # decisions after each character but the last
+            assert torch.allclose(inside, alone[word][: len(word) - 1], atol=1e-5)
+            start = end + 1
+
+
 def test_bilstm_left_and_right_parts_are_disjoint():
     """Cao & Rei: position i's forward half sees characters 0..i only, its backward half i+1.. only."""
     model = policy("bilstm").eval()

@@ -340,3 +340,72 @@ def test_word_posteriors_score_each_word_alone(lexicon):
             offset += len(word) + 1
         assert (by_word[row, len(text) :] == 0).all()
     assert 0.05 < by_word[0, 0].item() < 0.95  # a real decision, not a forced one
+
+
+@pytest.mark.parametrize("max_segment_length", [None, 2])
+def test_runs_without_context_share_their_substrings_with_the_same_scores_and_gradients(
+    max_segment_length,
+):
+    """Without context every run is spelled from one condition, so each distinct substring is
+    scored once (a trie); the spans and their gradients equal one speller pass per run."""
+    from segrl.lm.segmented import space_mask
+    from segrl.lm.slm import _room
+
+    lm = tiny("slm", max_segment_length, context="none")
+    texts = ["ab ab aab", "abab ba", "b", "ba ab"]  # repeated words, shared prefixes, text ends
+    chars = lm.encode(texts)
+    space = space_mask(VOCAB, chars)
+    room = _room(chars, space, max_segment_length)
+    rows, starts = (room > 0).nonzero(as_tuple=True)
+    lengths = room[rows, starts]
+    shared = lm._shared_spans(chars, space, rows, starts, lengths)
+    cond = lm.no_context.expand(len(rows), -1)
+    single = lm.speller.span_scores(cond, chars.ids, space, rows, starts, lengths)
+    finite = torch.isfinite(single)
+    assert torch.equal(finite, torch.isfinite(shared))
+    assert torch.allclose(shared[finite], single[finite], atol=1e-5)
+    gradients = []
+    for spans in (shared, single):
+        lm.zero_grad()
+        spans[finite].sum().backward()
+        gradients.append([p.grad.clone() for p in lm.speller.parameters() if p.grad is not None])
+    assert len(gradients[0]) == len(gradients[1]) > 0
+    for mine, expected in zip(*gradients, strict=True):
+        assert torch.allclose(mine, expected, atol=1e-4)
+
+
+def test_the_trie_holds_each_prefix_once_level_by_level():
+    from segrl.lm.speller import _Trie
+
+    trie = _Trie(["ab", "ab", "abc", "b"], root_char=1)
+    # nodes: the root, then "a" and "b", then "ab", then "abc"
+    assert trie.level_sizes == [1, 2, 1, 1]
+    assert trie.level_starts == [0, 1, 3, 4]
+    assert trie.parent == [0, 0, 0, 1, 3]
+    assert trie.last_char == [1, ord("a"), ord("b"), ord("b"), ord("c")]
+    assert trie.run_node == [3, 3, 4, 2]
+
+
+def test_the_forward_algorithm_word_by_word_equals_the_whole_text():
+    """A space is always a boundary: the log-partition summed over words, and its gradient (the
+    posteriors), equal the forward algorithm over the whole text."""
+    from segrl.lm import lattice
+
+    torch.manual_seed(0)
+    space = torch.tensor([[0, 0, 1, 0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 0, 0, 0]], dtype=torch.bool)
+    lengths = torch.tensor([8, 5])
+    positions = torch.arange(8)
+    room = torch.tensor([[2, 1, 0, 3, 2, 1, 0, 1], [5, 4, 3, 2, 1, 0, 0, 0]])
+    table = torch.randn(2, 8, 6)
+    valid = (torch.arange(6) >= 1) & (torch.arange(6) <= room.unsqueeze(2))
+    table = torch.where(valid & (positions < lengths.unsqueeze(1)).unsqueeze(2), table, -torch.inf)
+    words, word_lengths, rows, starts = lattice.words(table, space, lengths)
+    assert word_lengths.tolist() == [2, 3, 1, 5] and rows.tolist() == [0, 0, 0, 1]
+    assert starts.tolist() == [0, 3, 7, 0] and words.shape == (4, 5, 6)
+    leaves = [table.clone().requires_grad_(True) for _ in range(2)]
+    whole, _ = lattice.forward(leaves[0], space, lengths)
+    by_words = lattice.log_partition(leaves[1], space, lengths)
+    assert torch.allclose(whole, by_words, atol=1e-5) and torch.isfinite(whole).all()
+    whole.sum().backward()
+    by_words.sum().backward()
+    assert torch.allclose(leaves[0].grad, leaves[1].grad, atol=1e-5)

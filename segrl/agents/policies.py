@@ -254,9 +254,13 @@ class SegmenterPolicy(nn.Module):
             states = bucketed_char_states(self.encoder, ids, lengths)  # [B, L, D]
         else:
             words = split_words(ids, lengths, self.separator_id)
-            states = merge_words(
-                bucketed_char_states(self.encoder, words.ids, words.lengths), words
+            # each distinct word once: a word's states depend on the word alone
+            distinct, which = torch.unique(words.ids, dim=0, return_inverse=True)
+            distinct_lengths = words.lengths.new_zeros(len(distinct)).scatter(
+                0, which, words.lengths
             )
+            states = bucketed_char_states(self.encoder, distinct, distinct_lengths)
+            states = merge_words(states[which], words)
         return self.encoder.position_features(states)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

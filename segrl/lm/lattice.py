@@ -78,6 +78,41 @@ def forward(
     return total, back
 
 
+def words(
+    table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The texts' words (runs between spaces) as texts of their own: their span table ``[W, Lw, R'
+    + 1]`` (``Lw`` the longest word, ``R' = min(R, Lw)``), lengths ``[W]``, and the text ``[W]`` and
+    first character ``[W]`` of each. A space is always a boundary, so the forward algorithm over a
+    text is the sum of its words' (each word's last segment carries its terminator, and the text's
+    end, in ``table``), and each word's posteriors are the text's."""
+    batch, width, top = table.shape
+    positions = torch.arange(width, device=table.device)
+    inside = (positions < lengths.unsqueeze(1)) & ~space  # [B, L]
+    before = torch.cat([inside.new_zeros(batch, 1), inside[:, :-1]], dim=1)
+    rows, starts = (inside & ~before).nonzero(as_tuple=True)  # [W] each
+    stops = torch.where(inside, width, positions)  # the first non-word position at or after each
+    next_stop = torch.flip(torch.cummin(torch.flip(stops, [1]), dim=1).values, [1])
+    word_lengths = next_stop[rows, starts] - starts
+    longest = int(word_lengths.max()) if len(rows) else 1
+    offsets = torch.arange(longest, device=table.device)
+    columns = starts.unsqueeze(1) + offsets  # [W, Lw]
+    word_table = table[rows.unsqueeze(1), columns.clamp(max=width - 1), : min(top, longest + 1)]
+    valid = (offsets < word_lengths.unsqueeze(1)).unsqueeze(2)
+    return torch.where(valid, word_table, NEG_INF), word_lengths, rows, starts
+
+
+def log_partition(table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``forward``'s total (``log p(X)``, differentiable) [B], computed word by word (``words``):
+    the same sum, with the dynamic program's sequential loop as long as the longest word instead
+    of the longest text."""
+    word_table, word_lengths, rows, _ = words(table, space, lengths)
+    totals, _ = forward(
+        word_table, torch.zeros_like(word_table[..., 0], dtype=torch.bool), word_lengths
+    )
+    return totals.new_zeros(table.shape[0]).index_add(0, rows, totals)
+
+
 def backtrack(back: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Segment ends ``[B, L]`` (True at each segment's last character) from Viterbi back-pointers."""
     ends = torch.zeros(space.shape, dtype=torch.bool)
@@ -100,7 +135,7 @@ def boundary_marginals(
     summed here over the spans that end at each character."""
     with torch.enable_grad():
         leaf = table.detach().requires_grad_(True)
-        total, _ = forward(leaf, space, lengths)
+        total = log_partition(leaf, space, lengths)
         (marginals,) = torch.autograd.grad(total.sum(), leaf)  # [B, L, R + 1]
     batch, width, top = table.shape
     last = (

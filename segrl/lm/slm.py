@@ -87,9 +87,12 @@ class SLM(SegmentLM):
         rows, starts = (run_length > 0).nonzero(as_tuple=True)  # [N]
         lengths = run_length[rows, starts]
         longest = int(lengths.max()) if lengths.numel() else 0
-        spans = self.speller.span_scores(
-            states[rows, starts], chars.ids, space, rows, starts, lengths
-        )  # [N, R + 1]
+        if self.config.context == "none":  # one condition: every substring scored once
+            spans = self._shared_spans(chars, space, rows, starts, lengths)
+        else:
+            spans = self.speller.span_scores(
+                states[rows, starts], chars.ids, space, rows, starts, lengths
+            )  # [N, R + 1]
         if self.lexicon is not None:
             spans = self._mix_lexicon(chars, space, rows, starts, lengths, spans)
         texts = torch.arange(batch, device=states.device)
@@ -103,6 +106,28 @@ class SLM(SegmentLM):
         table = spans.new_full((batch, width, longest + 1), NEG_INF)
         table[rows, starts] = spans
         return table
+
+    def _shared_spans(
+        self,
+        chars: CharBatch,
+        space: torch.Tensor,
+        rows: torch.Tensor,
+        starts: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """``speller.span_scores`` of the runs ``(rows, starts, lengths)`` without context, where
+        every run shares the condition ``no_context`` (``Speller.shared_span_scores``)."""
+        coded = ["".join(map(chr, ids)) for ids in chars.ids.tolist()]
+        row_list, start_list = rows.tolist(), starts.tolist()
+        runs = [
+            coded[r][a : a + n]
+            for r, a, n in zip(row_list, start_list, lengths.tolist(), strict=True)
+        ]
+        width = space.shape[1]
+        after = starts + lengths
+        space_after = space[rows, after.clamp(max=width - 1)] & (after < width)
+        after_space = space[rows, (starts - 1).clamp(min=0)] & (starts > 0)
+        return self.speller.shared_span_scores(self.no_context, runs, after_space, space_after)
 
     def _mix_lexicon(
         self,
@@ -188,8 +213,7 @@ class SLM(SegmentLM):
         """Differentiable ``[B]`` exact ``log p(X)``, summed over every segmentation."""
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
-        total, _ = lattice.forward(self.span_table(chars, space), space, chars.lengths)
-        return total
+        return lattice.log_partition(self.span_table(chars, space), space, chars.lengths)
 
     def marginal_loss(self, chars: CharBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """``-log p(X)`` per character (to minimise), and its value in bits per character; with
@@ -201,7 +225,7 @@ class SLM(SegmentLM):
         if self.config.length_penalty:
             lengths = torch.arange(table.shape[2], device=table.device, dtype=table.dtype)
             table = table - self.config.length_penalty * lengths.square()
-        total, _ = lattice.forward(table, space, chars.lengths)
+        total = lattice.log_partition(table, space, chars.lengths)
         loss = -total.sum() / (chars.lengths + 1).sum()
         return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
 
