@@ -12,6 +12,7 @@ from torch.distributions import Dirichlet, kl_divergence
 
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
+from segrl.errors import ConfigError
 from segrl.units.base import make_autoencoder_batch
 from segrl.units.layers import Attention
 from segrl.units.nvib import (
@@ -290,6 +291,25 @@ def test_penalty_is_annealed_and_weighted():
         0.5 * (g[0] / 3 + 2 * g[1] / 3), rel=1e-5
     )
     assert min(d + g) > 0
+
+
+@pytest.mark.parametrize("prior_alpha", [1.0, 0.2])
+def test_the_prior_pseudo_count_sets_the_prior_component_and_the_kl_target(prior_alpha):
+    """The prior component carries ``prior_alpha``, and the conditional prior's total counts it:
+    every character at ``alpha_delta`` is then the Dirichlet KL's target exactly (KL 0); characters
+    off it are not."""
+    model, vocab = small_model(prior_alpha=prior_alpha, alpha_delta=0.5, alpha_skip=False)
+    batch = make_autoencoder_batch(vocab, TEXTS)
+    set_log_alpha_bias(model, math.log(0.5))
+    for _, params in model.encode(batch.source, batch.source_mask).extras["nvib"]:
+        assert torch.allclose(params.log_alpha[:, -1], torch.tensor(math.log(prior_alpha)))
+    at_target = model.loss(batch, progress=1.0)
+    assert max(at_target.stats[f"kl_dirichlet/layer_{n}"].item() for n in (2, 3)) < 1e-6
+    set_log_alpha_bias(model, math.log(0.25))
+    off_target = model.loss(batch, progress=1.0)
+    assert min(off_target.stats[f"kl_dirichlet/layer_{n}"].item() for n in (2, 3)) > 1e-3
+    with pytest.raises(ConfigError, match="prior_alpha"):
+        NVIBConfig(prior_alpha=0.0).validate()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

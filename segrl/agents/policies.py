@@ -51,8 +51,9 @@ class SegmenterConfig:
     transformer_heads: int = 2
     dropout: float = 0.1
     context: SegmenterContext = "word"
-    """``word``: each word is encoded on its own (with known word boundaries); ``text``: the whole
-    text is the context of every decision."""
+    """``word``: each word is encoded on its own (with known word boundaries; each distinct word of a
+    batch once, its dropout shared by its occurrences); ``text``: the whole text is the context of
+    every decision."""
 
     def validate(self) -> None:
         check_choices(self, "segmenter.")

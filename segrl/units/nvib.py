@@ -98,8 +98,10 @@ class NVIBLayer(nn.Module):
         learn_prior_mean: bool = False,
         quadratic_alpha: bool = False,
         clip: tuple[float, float] | None = None,
+        prior_alpha: float = PRIOR_ALPHA,
     ):
         super().__init__()
+        self.prior_alpha = prior_alpha
         self.mu = nn.Linear(dim, dim)
         self.logvar = nn.Linear(dim, dim)
         self.log_alpha = nn.Linear(dim, 1)
@@ -151,7 +153,9 @@ class NVIBLayer(nn.Module):
             prior_mu = self.prior_mu.float().expand(b, 1, dim)
             mu = torch.cat([mu, prior_mu], dim=1)  # [B, S, P]
             logvar = torch.cat([logvar, x.new_zeros(b, 1, dim)], dim=1)
-            log_alpha = torch.cat([log_alpha, x.new_full((b, 1), math.log(PRIOR_ALPHA))], dim=1)
+            log_alpha = torch.cat(
+                [log_alpha, x.new_full((b, 1), math.log(self.prior_alpha))], dim=1
+            )
             full_mask = torch.cat([mask, mask.new_ones(b, 1)], dim=1)  # [B, S]
         return DPParameters(mu, logvar, log_alpha, full_mask)
 

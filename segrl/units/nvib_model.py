@@ -10,8 +10,8 @@ vectors whose last-layer pseudo-count is at least ``threshold`` (0.1), in traini
 
 Loss (per example, then batch mean): reconstruction cross-entropy plus
 ``w(t) sum_l beta_l (lambda_d L_D^(l) / (n + 1) + lambda_g L_G^(l))`` with the conditional prior
-``alpha_0^p' = 1 + n alpha_delta``, ``beta_l = l / sum(l)`` over the NVIB layers, and ``w(t)`` the KL
-annealing ramp (0 until 30% of training, 1 from 60%). See ``segrl.units.nvib`` for the pieces.
+``alpha_0^p' = prior_alpha + n alpha_delta`` (``prior_alpha`` 1 in the papers), ``beta_l = l /
+sum(l)`` over the NVIB layers, and ``w(t)`` the KL annealing ramp (0 until 30% of training, 1 from 60%). See ``segrl.units.nvib`` for the pieces.
 
 Segments are read off the last layer's test-time attention (``S = n + 1`` keys, the prior last; a
 character whose argmax is the prior belongs to a run keyed by the prior like any other key).
@@ -57,7 +57,12 @@ class NVIBConfig(TransformerConfig):
     lambda_g: float = 1e-2
     """Weight of the Gaussian KL (lambda'_G; the term is a mean over components' dimensions)."""
     alpha_delta: float = 0.25
-    """Conditional prior: pseudo-count added per character, alpha_0^p' = 1 + n alpha_delta."""
+    """Conditional prior: pseudo-count added per character, alpha_0^p' = prior_alpha + n
+    alpha_delta."""
+    prior_alpha: float = 1.0
+    """The prior component's pseudo-count (the papers': 1). Characters' pseudo-counts settle near
+    ``alpha_delta``, so with a small ``alpha_delta`` a prior of 1 outweighs any one of them in the
+    attention's ``log(alpha / alpha_0)`` term; a prior on their scale does not."""
     threshold: float = THRESHOLD
     kl_anneal_start: float = 0.3
     kl_anneal_end: float = 0.6
@@ -99,6 +104,8 @@ class NVIBConfig(TransformerConfig):
             )
         if min(self.lambda_d, self.lambda_g, self.alpha_delta, self.threshold) < 0:
             raise ConfigError("arch.lambda_d, lambda_g, alpha_delta and threshold must be >= 0")
+        if self.prior_alpha <= 0:
+            raise ConfigError(f"arch.prior_alpha must be above 0, got {self.prior_alpha}")
         if self.identity_init and (not self.quadratic_alpha or self.alpha_skip):
             raise ConfigError(
                 "arch.identity_init needs arch.quadratic_alpha = true and arch.alpha_skip = false "
@@ -126,7 +133,7 @@ class NVIBEncoderLayer(nn.Module):
         c = config
         self.attention_norm = nn.LayerNorm(c.dim)
         clip = (c.clip_epsilon, c.clip_omega) if c.clip_alpha else None
-        self.nvib = NVIBLayer(c.dim, c.learn_prior_mean, c.quadratic_alpha, clip)
+        self.nvib = NVIBLayer(c.dim, c.learn_prior_mean, c.quadratic_alpha, clip, c.prior_alpha)
         self.attention = Attention(c.dim, c.heads)
         self.feed_forward_norm = nn.LayerNorm(c.dim)
         self.feed_forward = FeedForward(c.dim, c.feed_forward, c.dropout)
@@ -254,7 +261,7 @@ class NVIBAutoencoder(TransformerAutoencoder):
             n = params.mask[:, :-1].sum(1).double()  # [B] characters
             kappa0 = n + 1
             alpha0_q = params.alpha.double().sum(-1)  # [B], prior included
-            alpha0_p = 1.0 + n * c.alpha_delta
+            alpha0_p = c.prior_alpha + n * c.alpha_delta
             l_d = (kl_dirichlet(alpha0_q, alpha0_p, kappa0) / kappa0).mean().float()
             l_g = kl_gaussian(params).mean()
             encoding.stats[f"{KL_DIRICHLET}/layer_{number}"] = l_d.detach()
