@@ -9,7 +9,7 @@ of the steps' wall time, measured in one run. The first ``--warmup`` steps are l
 pre-training is skipped (``evaluator.lm.pretrain_epochs=0``): it happens once, before the steps,
 and the time of a step does not depend on what the LM has learnt.
 
-    python bench/train_speed.py                  # 60 updates of 64 sentences, about two minutes
+    python bench/train_speed.py                  # 60 updates of 64 sentences, under a minute
     python bench/train_speed.py --steps 200 --set reinforce.batch_size=128
 """
 
