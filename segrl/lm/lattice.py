@@ -78,6 +78,17 @@ def forward(
     return total, back
 
 
+def run_remaining(inside: torch.Tensor) -> torch.Tensor:
+    """``[B, L]``: at each position where ``inside`` is True, the positions from it to the end of
+    its run of True (itself included); 0 elsewhere. With ``inside`` the characters of words, each
+    character's room to the end of its word."""
+    width = inside.shape[1]
+    positions = torch.arange(width, device=inside.device).expand_as(inside)
+    stops = torch.where(inside, width, positions)  # the first position outside at or after each
+    next_stop = torch.flip(torch.cummin(torch.flip(stops, [1]), dim=1).values, [1])
+    return torch.where(inside, next_stop - positions, 0)
+
+
 def words(
     table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -91,9 +102,7 @@ def words(
     inside = (positions < lengths.unsqueeze(1)) & ~space  # [B, L]
     before = torch.cat([inside.new_zeros(batch, 1), inside[:, :-1]], dim=1)
     rows, starts = (inside & ~before).nonzero(as_tuple=True)  # [W] each
-    stops = torch.where(inside, width, positions)  # the first non-word position at or after each
-    next_stop = torch.flip(torch.cummin(torch.flip(stops, [1]), dim=1).values, [1])
-    word_lengths = next_stop[rows, starts] - starts
+    word_lengths = run_remaining(inside)[rows, starts]
     longest = int(word_lengths.max()) if len(rows) else 1
     offsets = torch.arange(longest, device=table.device)
     columns = starts.unsqueeze(1) + offsets  # [W, Lw]

@@ -25,7 +25,7 @@ from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lexicon import Lexicon
 from segrl.lm.rnn import RaggedLSTM
-from segrl.lm.segmented import SegmentedBatch
+from segrl.lm.segmented import SegmentedBatch, space_at
 
 
 class SegmentLSTM(SegmentLM):
@@ -73,8 +73,7 @@ class SegmentLSTM(SegmentLM):
         positions = (starts.unsqueeze(1) + offsets).clamp(max=width - 1)  # [N, T]
         inside = offsets.unsqueeze(0) < lengths.unsqueeze(1)
         chars = torch.where(inside, ids[rows.unsqueeze(1), positions], self.vocab.pad_id)
-        after = (starts + lengths).clamp(max=width - 1)
-        space_after = space[rows, after] & (starts + lengths < width)
+        space_after = space_at(space, rows, starts + lengths)
         term = torch.full_like(starts, self.vocab.eos_id)
         if self.space_id is not None:
             term = torch.where(space_after, self.space_id, term)
@@ -102,9 +101,7 @@ class SegmentLSTM(SegmentLM):
                 texts[r][s : s + n]
                 for r, s, n in zip(rows.tolist(), starts.tolist(), lengths.tolist(), strict=True)
             ]
-            width = batch.chars.ids.shape[1]
-            after = (starts + lengths).clamp(max=width - 1)
-            space_follows = batch.space[rows, after] & (starts + lengths < width)
+            space_follows = space_at(batch.space, rows, starts + lengths)
             ids = self.lexicon.ids(strings, cond.device)
             segment_lp = self.lexicon.mix(cond, ids, segment_lp, space_follows)
             end_lp = self.lexicon.end(final, end_lp)

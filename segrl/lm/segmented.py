@@ -205,6 +205,15 @@ def space_mask(vocab: CharVocab, chars: CharBatch, prefixes: bool = False) -> to
     return torch.zeros_like(chars.mask)
 
 
+def space_at(space: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``space[rows, positions]`` (index tensors of one shape, or broadcasting), False for positions
+    outside the texts' width (before the first character or past the last): whether a space is at
+    each of them."""
+    width = space.shape[1]
+    inside = (positions >= 0) & (positions < width)
+    return space[rows, positions.clamp(0, width - 1)] & inside
+
+
 def flippable_mask(chars: CharBatch, space: torch.Tensor) -> torch.Tensor:
     """[B, L] bool, True at word-internal decisions: character i and i + 1 exist and are not spaces."""
     word_char = chars.mask & ~space

@@ -37,7 +37,7 @@ from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lattice import NEG_INF
 from segrl.lm.lexicon import Lexicon
-from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_mask
+from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_at, space_mask
 
 
 class SLM(SegmentLM):
@@ -123,10 +123,8 @@ class SLM(SegmentLM):
             coded[r][a : a + n]
             for r, a, n in zip(row_list, start_list, lengths.tolist(), strict=True)
         ]
-        width = space.shape[1]
-        after = starts + lengths
-        space_after = space[rows, after.clamp(max=width - 1)] & (after < width)
-        after_space = space[rows, (starts - 1).clamp(min=0)] & (starts > 0)
+        space_after = space_at(space, rows, starts + lengths)
+        after_space = space_at(space, rows, starts - 1)
         return self.speller.shared_span_scores(self.no_context, runs, after_space, space_after)
 
     def _mix_lexicon(
@@ -149,9 +147,7 @@ class SLM(SegmentLM):
             texts[row_list[n]][start_list[n] : start_list[n] + k]
             for n, k in zip(run.tolist(), length.tolist(), strict=True)
         ]
-        after = starts[run] + length  # the position after the span
-        width = space.shape[1]
-        space_follows = space[rows[run], after.clamp(max=width - 1)] & (after < width)
+        space_follows = space_at(space, rows[run], starts[run] + length)  # after the span
         mixed = self.lexicon.mix(
             self.no_context,
             self.lexicon.ids(strings, spans.device),
@@ -297,11 +293,7 @@ def _positions(batch: SegmentedBatch) -> torch.Tensor:
 
 def _room(chars: CharBatch, space: torch.Tensor, limit: int | None) -> torch.Tensor:
     """[B, L]: characters from each non-space position to the end of its word (capped at ``limit``)."""
-    width = chars.ids.shape[1]
-    positions = torch.arange(width, device=chars.ids.device).expand_as(space)
-    stops = torch.where(space | ~chars.mask, positions, width)
-    next_stop = torch.flip(torch.cummin(torch.flip(stops, [1]), dim=1).values, [1])
-    room = torch.where(chars.mask & ~space, next_stop - positions, 0)
+    room = lattice.run_remaining(chars.mask & ~space)
     return room if limit is None else room.clamp(max=limit)
 
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from segrl.lm.lattice import NEG_INF
 from segrl.lm.rnn import RaggedLSTM
+from segrl.lm.segmented import space_at
 
 
 class Speller(nn.Module):
@@ -61,6 +62,11 @@ class Speller(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden_dim, self.vocab_size)
 
+    def initial_state(self, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The LSTM's state ``(h, c)`` before ``<bos>``, each ``[N, H]``, from ``cond [N, cond_dim]``."""
+        h0, c0 = self.init(cond).chunk(2, dim=-1)
+        return torch.tanh(h0), c0
+
     def step_mask(self, steps: int, device: torch.device) -> torch.Tensor:
         """[steps, V] additive mask of the symbols allowed after j = 0..steps-1 characters."""
         mask = torch.zeros(steps, self.vocab_size, device=device)
@@ -92,8 +98,7 @@ class Speller(nn.Module):
         Returns:
             ``logp [S, V]`` for the S used (row, step) pairs, and their ``row [S]`` and ``step [S]``.
         """
-        h0, c0 = self.init(cond).chunk(2, dim=-1)  # [N, H] each
-        output, row, step, _ = self.rnn(inputs, lengths, (torch.tanh(h0), c0))  # [S, H]
+        output, row, step, _ = self.rnn(inputs, lengths, self.initial_state(cond))  # [S, H]
         logits = self.out(self.dropout(output))  # [S, V]
         logits = logits + self.step_mask(inputs.shape[1], logits.device)[step]
         if after_space is not None:
@@ -146,12 +151,11 @@ class Speller(nn.Module):
         inputs = torch.cat(
             [torch.full((n_runs, 1), self.bos_id, device=ids.device), chars[:, :-1]], dim=1
         )
-        at_space = space[row.unsqueeze(1), clamped] & (positions < width)
+        at_space = space_at(space, row.unsqueeze(1), positions)
         terminator = torch.full_like(positions, self.eos_id)
         if self.space_id is not None:
             terminator = torch.where(at_space, self.space_id, terminator)
-        before = (start - 1).clamp(min=0)
-        after_space = space[row, before] & (start > 0)
+        after_space = space_at(space, row, start - 1)
         logp, run, step = self.ragged_log_probs(cond, inputs, run_length + 1, after_space)
         # the character read next, and the terminator that would end the segment here
         char_lp = logp.gather(1, chars[run, step].unsqueeze(1)).squeeze(1)  # [S]
@@ -193,8 +197,7 @@ class Speller(nn.Module):
         last_char = torch.tensor(trie.last_char, device=device)
         table, recurrent = self.rnn.input_table()
         projected = nn.functional.embedding(last_char, table).split(trie.level_sizes)  # [n, 4H]
-        h0, c0 = self.init(cond.unsqueeze(0)).chunk(2, dim=-1)
-        h, c = self.rnn.step(projected[0], torch.tanh(h0), c0, recurrent)  # after <bos>
+        h, c = self.rnn.step(projected[0], *self.initial_state(cond.unsqueeze(0)), recurrent)
         outputs = [h]
         for level in range(1, longest + 1):  # the nodes of one length, from their parents' states
             first = trie.level_starts[level]

@@ -11,7 +11,8 @@ vectors whose last-layer pseudo-count is at least ``threshold`` (0.1), in traini
 Loss (per example, then batch mean): reconstruction cross-entropy plus
 ``w(t) sum_l beta_l (lambda_d L_D^(l) / (n + 1) + lambda_g L_G^(l))`` with the conditional prior
 ``alpha_0^p' = prior_alpha + n alpha_delta`` (``prior_alpha`` 1 in the papers), ``beta_l = l /
-sum(l)`` over the NVIB layers, and ``w(t)`` the KL annealing ramp (0 until 30% of training, 1 from 60%). See ``segrl.units.nvib`` for the pieces.
+sum(l)`` over the NVIB layers, and ``w(t)`` the KL annealing ramp (0 until 30% of training, 1 from
+60%). See ``segrl.units.nvib`` for the pieces.
 
 Segments are read off the last layer's test-time attention (``S = n + 1`` keys, the prior last; a
 character whose argmax is the prior belongs to a run keyed by the prior like any other key).
