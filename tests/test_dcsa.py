@@ -13,7 +13,7 @@ from segrl import tracking
 from segrl.cli import main
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
-from segrl.errors import ConfigError
+from segrl.errors import ConfigError, ModelError
 from segrl.units.base import Encoding, make_autoencoder_batch
 from segrl.units.config import build_units_config
 from segrl.units.dcsa import (
@@ -43,6 +43,7 @@ from segrl.units.probing import (
     prf,
 )
 from segrl.units.slot_attention import SlotAttention, SlotInitialiser
+from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -198,6 +199,24 @@ def test_gate_warmup_keeps_every_slot_open_and_the_penalty_off():
     assert early.encoding.memory_mask.all() and early.terms[SPARSITY].item() == 0.0
     late = model.loss(batch, progress=0.5)
     assert late.terms[SPARSITY].item() > 0 and late.encoding.kept.sum() < 12
+
+
+def test_dcsa_starts_from_a_trained_stride_models_encoder_and_decoder():
+    torch.manual_seed(0)
+    stride = StrideAutoencoder(StrideConfig(stride=3, **SMALL), vocab_size=20)
+    dcsa = DCSAAutoencoder(DCSAConfig(slots=6, **SMALL), vocab_size=20)
+    own = {k: v.clone() for k, v in dcsa.state_dict().items()}
+    dcsa.init_from_pretrained(stride)
+    trained, after = stride.state_dict(), dcsa.state_dict()
+    copied = [k for k in after if k.startswith(("embedding.", "encoder_", "decoder."))]
+    assert copied and all(torch.equal(after[k], trained[k]) for k in copied)
+    kept = [k for k in after if k.startswith(("slot_init.", "slot_attention.", "l0drop."))]
+    assert kept and all(torch.equal(after[k], own[k]) for k in kept)
+    assert set(copied) | set(kept) == set(after)  # and the stride model's down-projection is left
+    with pytest.raises(ModelError, match="another shape .*unit_dim 8 against 16"):
+        dcsa.init_from_pretrained(StrideAutoencoder(StrideConfig(**{**SMALL, "unit_dim": 8}), 20))
+    with pytest.raises(ModelError, match="cannot start from a trained TransformerAutoencoder"):
+        dcsa.init_from_pretrained(TransformerAutoencoder(TransformerConfig(), 20))
 
 
 def test_dcsa_config_errors():

@@ -20,6 +20,7 @@ implements this interface:
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -172,6 +173,30 @@ class UnitModel(nn.Module, ABC):
             self.load_state_dict(source.state_dict())
         except RuntimeError as e:
             raise ModelError(f"the trained model's weights do not fit this one ({e})") from None
+
+    def copy_weights_of(
+        self, source: UnitModel, shape: type, new: Sequence[str], dropped: Sequence[str] = ()
+    ) -> None:
+        """Copy every weight of ``source``, a trained model of another class, into this one. The
+        options of the config dataclass ``shape`` (dropout aside) must agree; this model's weights
+        whose names contain one of ``new`` keep their own initialisation, and the source's whose
+        names contain one of ``dropped`` are left out. Any other weight that does not map is an error."""
+        differ = [
+            f"{f.name} {getattr(source.config, f.name)} against {getattr(self.config, f.name)}"
+            for f in dataclasses.fields(shape)
+            if f.name != "dropout"
+            and getattr(source.config, f.name) != getattr(self.config, f.name)
+        ]
+        if differ:
+            raise ModelError(
+                f"the {type(source).__name__} to start from has another shape ("
+                + "; ".join(differ)
+                + ")"
+            )
+        weights = {k: v for k, v in source.state_dict().items() if not any(d in k for d in dropped)}
+        missing, unexpected = self.load_state_dict(weights, strict=False)
+        if unexpected or any(not any(n in key for n in new) for key in missing):
+            raise ModelError(f"weights that do not map: {unexpected or missing}")
 
     def penalty(self, encoding: Encoding, progress: float) -> dict[str, torch.Tensor]:
         """Named regularisation terms (scalars, already weighted) added to the loss; none here."""

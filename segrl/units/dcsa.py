@@ -35,7 +35,7 @@ from torch import nn
 from segrl.config import check_choices
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
-from segrl.units.base import AutoencoderBatch, Encoding, LossOutput
+from segrl.units.base import AutoencoderBatch, Encoding, LossOutput, UnitModel
 from segrl.units.l0drop import (
     BETA,
     EPS,
@@ -180,6 +180,21 @@ class DCSAAutoencoder(UnitVectorAutoencoder):
         self.l0drop = L0Drop(c.unit_dim, c.beta, c.eps)
         self.progress = 1.0
         """Fraction of training done at the current step (set by ``loss``)."""
+
+    def init_from_pretrained(self, source: UnitModel) -> None:
+        """Start from a trained stride model of the same shape (an encoder and decoder warm-up,
+        ``segrl units finetune --from STRIDE --model dcsa``): its encoder and decoder are copied,
+        its down-projection is left out, and the slot attention and gates keep their own
+        initialisation."""
+        if type(source) is not StrideAutoencoder:
+            super().init_from_pretrained(source)
+            return
+        self.copy_weights_of(
+            source,
+            UnitVectorConfig,
+            new=["slot_init.", "slot_attention.", "l0drop."],
+            dropped=["down."],
+        )
 
     def warming_up(self) -> bool:
         return self.training and self.progress < self.config.gate_warmup

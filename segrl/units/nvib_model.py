@@ -20,13 +20,12 @@ character whose argmax is the prior belongs to a run keyed by the prior like any
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from segrl.errors import ConfigError, ModelError
+from segrl.errors import ConfigError
 from segrl.units.base import Encoding, UnitModel
 from segrl.units.layers import Attention, FeedForward
 from segrl.units.nvib import (
@@ -201,19 +200,7 @@ class NVIBAutoencoder(TransformerAutoencoder):
         if type(source) is not TransformerAutoencoder:
             super().init_from_pretrained(source)
             return
-        shape = [f.name for f in dataclasses.fields(TransformerConfig) if f.name != "dropout"]
-        differ = [
-            f"{name} {getattr(source.config, name)} against {getattr(self.config, name)}"
-            for name in shape
-            if getattr(source.config, name) != getattr(self.config, name)
-        ]
-        if differ:
-            raise ModelError(
-                "the Transformer to start from has another shape (" + "; ".join(differ) + ")"
-            )
-        missing, unexpected = self.load_state_dict(source.state_dict(), strict=False)
-        if unexpected or any(".nvib." not in key for key in missing):
-            raise ModelError(f"weights that do not map: {unexpected or missing}")
+        self.copy_weights_of(source, TransformerConfig, new=[".nvib."])
 
     def make_encoder_layer(self, index: int) -> nn.Module:
         c = self.config
