@@ -165,7 +165,7 @@ def build_config(
     """
     values: dict[str, Any] = {}
     if path is not None:
-        values = _read_toml(Path(path))
+        values = read_toml(Path(path))
         unset = values.pop(UNSET_KEY, [])
         if not isinstance(unset, list) or not all(isinstance(k, str) for k in unset):
             raise ConfigError(f"{path}: {UNSET_KEY} must be a list of dotted option names")
@@ -195,7 +195,7 @@ def build_config(
 
 def read_config_keys(path: str | Path) -> set[str]:
     """The dotted options a TOML config file sets (errors as ``build_config``'s)."""
-    values = _read_toml(Path(path))
+    values = read_toml(Path(path))
     values.pop(UNSET_KEY, None)
     return set(_flatten(values))
 
@@ -243,12 +243,39 @@ def load_config(cls: type[C], path: str | Path) -> C:
     return build_config(cls, path)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+BUNDLED_CONFIGS = Path(__file__).resolve().parent / "configs"
+"""The configs segrl ships (``configs/`` of the repository), readable by name from anywhere."""
+
+
+def bundled_config_names() -> list[str]:
+    return sorted(p.stem for p in BUNDLED_CONFIGS.glob("*.toml"))
+
+
+def config_file(path: str | Path) -> Path:
+    """``path`` when it is there or names a folder; otherwise a bare name (``nvib_cpu`` or
+    ``nvib_cpu.toml``) is the config of that name that segrl ships, so that a benchmark suite or a
+    script can name one from any working directory."""
+    path = Path(path)
+    if path.exists() or path.parent != Path("."):
+        return path
+    bundled = BUNDLED_CONFIGS / f"{path.name.removesuffix('.toml')}.toml"
+    return bundled if bundled.is_file() else path
+
+
+def config_not_found(path: Path) -> ConfigError:
+    names = ", ".join(bundled_config_names())
+    return ConfigError(f"{path}: config file not found (segrl's own configs, by name: {names})")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML config file at ``path`` (see ``config_file``) as a dict; a ``ConfigError`` naming
+    the file otherwise."""
+    path = config_file(path)
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
+        raise config_not_found(path) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
     except UnicodeDecodeError as e:

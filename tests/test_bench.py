@@ -17,6 +17,7 @@ from segrl.benchmark import builtin_suites, load_suite, run_bench
 from segrl.benchmark.cells import Cell
 from segrl.benchmark.report import format_markdown, format_text, summarise
 from segrl.errors import ConfigError, DataError
+from segrl.units.config import build_units_config
 
 from .conftest import SHARED_DATA
 
@@ -48,6 +49,22 @@ def test_builtin_suites_load():
     assert quick.seeds == (0, 1)
     assert [lang.corpus for lang in quick.languages] == [None]  # the bundled corpus
     assert {"morfessor", "unigram", "bpe", "slm", "agent"} <= {s.name for s in quick.systems}
+
+
+def test_units_suite_runs_segrls_own_cpu_configs():
+    suite = load_suite("units")
+    units = [s for s in suite.systems if s.command[:2] == ("units", "train")]
+    assert {s.name for s in units} == {
+        "transformer-cpu",
+        "nvib-cpu",
+        "dcsa-cpu",
+        "stride-cpu",
+        "seqreduce-cpu",
+    }
+    for system in units:
+        name = system.command[system.command.index("--config") + 1]
+        config = build_units_config(path=name)  # by name, from any working directory
+        assert system.name == f"{config.model}-cpu" and config.train.device == "cpu"
 
 
 def test_sigmorphon_suite_resolves_its_gold_files():

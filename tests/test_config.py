@@ -154,3 +154,22 @@ def test_a_bad_value_names_where_it_came_from(tmp_path):
         build_config(
             BaselineConfig, path, {"data.corpus_format": "csv"}, overrides_from="command line"
         )
+
+
+def test_segrls_own_configs_are_read_by_name_from_anywhere(tmp_path, monkeypatch):
+    from segrl.config import bundled_config_names
+    from segrl.units.config import build_units_config
+
+    monkeypatch.chdir(tmp_path)  # no configs/ folder here
+    assert {"nvib_cpu", "dcsa_cpu", "stride_cpu", "transformer_paper"} <= set(
+        bundled_config_names()
+    )
+    for name in ("dcsa_cpu", "dcsa_cpu.toml"):
+        config = build_units_config(path=name)
+        assert (config.model, config.arch.slots, config.arch.dim) == ("dcsa", 32, 128)
+    (tmp_path / "dcsa_cpu.toml").write_text('model = "stride"\n')  # a file of the name wins
+    assert build_units_config(path="dcsa_cpu.toml").model == "stride"
+    with pytest.raises(ConfigError, match=r"nvib_cpux: config file not found \(.*nvib_cpu, "):
+        build_units_config(path="nvib_cpux")
+    with pytest.raises(ConfigError, match="elsewhere/nvib_cpu.toml: config file not found"):
+        build_config(BaselineConfig, "elsewhere/nvib_cpu.toml")  # a path is never a name

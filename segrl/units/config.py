@@ -20,12 +20,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config, check_choices
+from segrl.config import (
+    DataConfig,
+    GoldConfig,
+    TrackingConfig,
+    build_config,
+    check_choices,
+    read_toml,
+)
 from segrl.errors import ConfigError
 from segrl.units.noise import NOISE_KINDS, NoiseKind
 from segrl.units.registry import model_class
@@ -179,13 +185,7 @@ def validate_units_config(config: UnitsConfig) -> None:
 
 
 def _model_in_file(path: Path) -> str | None:
-    try:
-        with path.open("rb") as f:
-            model = tomllib.load(f).get("model")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    model = read_toml(path).get("model")
     if model is not None and not isinstance(model, str):
         raise ConfigError(f"{path}: model must be a string, got {model!r}")
     return model
