@@ -126,6 +126,26 @@ def test_slot_attention_is_permutation_equivariant_in_the_slots():
     assert torch.allclose(alone, out[1:], atol=1e-5)
 
 
+def test_slot_scale_multiplies_the_logits():
+    torch.manual_seed(0)
+    plain = SlotAttention(input_dim=24, dim=16)
+    sharp = SlotAttention(input_dim=24, dim=16, scale=4.0)
+    sharp.load_state_dict(plain.state_dict())
+    inputs, slots, mask = (
+        torch.randn(1, 7, 24),
+        torch.randn(1, 5, 16),
+        torch.ones(1, 7, dtype=torch.bool),
+    )
+    _, attention = plain(inputs, mask, slots)
+    _, sharper = sharp(inputs, mask, slots)
+    logits = attention.log()  # up to a constant per character
+    expected = torch.softmax(4.0 * logits, dim=-1)
+    assert torch.allclose(sharper, expected, atol=1e-5)
+    assert sharper.max(-1).values.mean() > attention.max(-1).values.mean()
+    with pytest.raises(ConfigError, match="arch.slot_scale must be positive"):
+        build_units_config("dcsa", None, {"arch.slot_scale": 0.0})
+
+
 @pytest.mark.parametrize("init", ["per_slot", "shared", "positional"])
 def test_slot_initialisations(init):
     torch.manual_seed(0)

@@ -129,6 +129,11 @@ class DCSAConfig(UnitVectorConfig):
     """per_slot (learned mean per slot, fixed sigma; the paper's), shared or positional."""
     slot_sigma: float = 0.1
     """sigma of the slot initialisation (fixed for per_slot, the starting value otherwise)."""
+    slot_scale: float = 1.0
+    """Multiplies slot attention's logits (``1 / sqrt(D)`` at 1, the papers'). At initialisation
+    every character then spreads its mass almost evenly over the slots, so every slot is nearly the
+    sentence's mean and the decoder has nothing to tell them apart by; a larger scale starts with
+    sharper, distinct assignments."""
     sample_slots_at_test: bool = False
     """Draw initial slots at test time too (otherwise their means: deterministic segments)."""
     beta: float = BETA
@@ -153,6 +158,8 @@ class DCSAConfig(UnitVectorConfig):
         check_choices(self, "arch.")
         if self.slots < 1 or self.iterations < 1:
             raise ConfigError("arch.slots and arch.iterations must be at least 1")
+        if self.slot_scale <= 0:
+            raise ConfigError(f"arch.slot_scale must be positive, got {self.slot_scale}")
         if self.slot_sigma <= 0:
             raise ConfigError(f"arch.slot_sigma must be positive, got {self.slot_sigma}")
         if self.sparsity_ratio is not None and self.sparsity_ratio <= 0:
@@ -176,7 +183,7 @@ class DCSAAutoencoder(UnitVectorAutoencoder):
         self.slot_init = SlotInitialiser(
             c.slots, c.unit_dim, c.slot_init, c.slot_sigma, c.max_len, c.sample_slots_at_test
         )
-        self.slot_attention = SlotAttention(c.dim, c.unit_dim, c.iterations)
+        self.slot_attention = SlotAttention(c.dim, c.unit_dim, c.iterations, scale=c.slot_scale)
         self.l0drop = L0Drop(c.unit_dim, c.beta, c.eps)
         self.progress = 1.0
         """Fraction of training done at the current step (set by ``loss``)."""

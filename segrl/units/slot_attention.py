@@ -4,7 +4,7 @@ characters of a sentence and each becomes a weighted mean of the characters it w
 One iteration (``T = 1`` in DCSA), for inputs ``X' [N, D_in]`` and slots ``S [K, D]``::
 
     inputs  = LN(X')
-    logits  = k(inputs) q(LN(S))^T / sqrt(D)             # [N, K]
+    logits  = k(inputs) q(LN(S))^T * scale / sqrt(D)     # [N, K], scale 1 in the papers
     attn    = softmax over the K slots                   # characters distribute their mass
     W       = (attn + delta) / sum over the N characters # each slot's weights sum to 1
     updates = W^T v(inputs)                              # [K, D]
@@ -81,9 +81,13 @@ class SlotAttention(nn.Module):
     ``(slots [B, K, D], attention [B, N, K])``; ``attention`` is the last iteration's softmax over
     the slots (each character's row sums to 1; padding rows are 0)."""
 
-    def __init__(self, input_dim: int, dim: int, iterations: int = 1, delta: float = 1e-8):
+    def __init__(
+        self, input_dim: int, dim: int, iterations: int = 1, delta: float = 1e-8, scale: float = 1.0
+    ):
         super().__init__()
         self.dim, self.iterations, self.delta = dim, iterations, delta
+        self.scale = scale / math.sqrt(dim)
+        """Of the logits: ``scale / sqrt(D)``, the usual ``1 / sqrt(D)`` at ``scale`` 1."""
         self.input_norm = nn.LayerNorm(input_dim)
         self.slot_norm = nn.LayerNorm(dim)
         self.query = nn.Linear(dim, dim, bias=False)
@@ -105,7 +109,7 @@ class SlotAttention(nn.Module):
         for _ in range(self.iterations):
             previous = slots
             queries = self.query(self.slot_norm(slots))  # [B, K, D]
-            logits = keys @ queries.transpose(1, 2) / math.sqrt(d)  # [B, N, K]
+            logits = keys @ queries.transpose(1, 2) * self.scale  # [B, N, K]
             attention = torch.softmax(logits, dim=-1) * real  # [B, N, K], padding rows 0
             weights = (attention + self.delta) * real
             weights = weights / weights.sum(dim=1, keepdim=True)  # [B, N, K] columns sum to 1
