@@ -281,8 +281,10 @@ def test_probe_scores_count_empty_as_negative():
     assert vectors.tolist()[2] == [0.0] * 4 and padded.tolist() == [3, 4, 5]
 
 
-def test_forward_probe_reads_units_from_informative_vectors_only():
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_forward_probe_reads_units_from_informative_vectors_only(seed):
+    torch.manual_seed(seed)  # the codes and orders, whatever tests ran before
+    rng = np.random.default_rng(seed)
     codes = torch.randn(10, 8)  # one vector per unit 2..9
 
     def examples(informative: bool, n: int):
@@ -293,7 +295,7 @@ def test_forward_probe_reads_units_from_informative_vectors_only():
             out.append(pad_example(vectors[torch.randperm(3)], units))  # order does not matter
         return out
 
-    config = ProbeConfig(epochs=30, batch_size=8, hidden=32)
+    config = ProbeConfig(epochs=60, batch_size=8, hidden=32)  # at 30 some codes still took 0.68
     _, good = forward_probe(examples(True, 120), examples(True, 40), 10, config)
     _, noise = forward_probe(examples(False, 120), examples(False, 40), 10, config)
     assert good["f1"] > 0.95
