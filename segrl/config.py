@@ -165,7 +165,7 @@ def build_config(
     """
     values: dict[str, Any] = {}
     if path is not None:
-        values = read_toml(Path(path))
+        values = read_toml(path)
         unset = values.pop(UNSET_KEY, [])
         if not isinstance(unset, list) or not all(isinstance(k, str) for k in unset):
             raise ConfigError(f"{path}: {UNSET_KEY} must be a list of dotted option names")
@@ -195,7 +195,7 @@ def build_config(
 
 def read_config_keys(path: str | Path) -> set[str]:
     """The dotted options a TOML config file sets (errors as ``build_config``'s)."""
-    values = read_toml(Path(path))
+    values = read_toml(path)
     values.pop(UNSET_KEY, None)
     return set(_flatten(values))
 
@@ -262,12 +262,7 @@ def config_file(path: str | Path) -> Path:
     return bundled if bundled.is_file() else path
 
 
-def config_not_found(path: Path) -> ConfigError:
-    names = ", ".join(bundled_config_names())
-    return ConfigError(f"{path}: config file not found (segrl's own configs, by name: {names})")
-
-
-def read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: str | Path) -> dict[str, Any]:
     """The TOML config file at ``path`` (see ``config_file``) as a dict; a ``ConfigError`` naming
     the file otherwise."""
     path = config_file(path)
@@ -275,7 +270,10 @@ def read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise config_not_found(path) from None
+        names = ", ".join(bundled_config_names())
+        raise ConfigError(
+            f"{path}: config file not found (segrl's own configs, by name: {names})"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
     except UnicodeDecodeError as e:
