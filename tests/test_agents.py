@@ -165,7 +165,8 @@ def test_the_expected_gradient_is_the_mean_of_the_sampled_ones_over_both_actions
     def gradient(actions, expected):
         x = logits.clone().requires_grad_(True)
         weights = torch.where(actions == 1, split_reward, -split_reward)
-        loss, _ = reinforce_loss(x, actions, free, weights, 0.0, expected=expected)
+        mode = "expected" if expected else "sampled"
+        loss, _ = reinforce_loss(x, actions, free, weights, 0.0, gradient=mode)
         loss.backward()
         return x.grad
 
@@ -175,6 +176,42 @@ def test_the_expected_gradient_is_the_mean_of_the_sampled_ones_over_both_actions
     assert torch.allclose(gradient(split, True), mean, atol=1e-6)
     assert torch.allclose(gradient(keep, True), mean, atol=1e-6)  # the draw does not matter
     assert not torch.allclose(gradient(split, False), gradient(keep, False))
+
+
+def test_the_forward_kl_gradient_is_the_policy_minus_the_entropy_regularised_optimum():
+    """Per decision, d loss / d (split logit - no-split logit) = (pi - pi*) / n with pi*(split) =
+    sigmoid(2 r(split) / c), whichever action was drawn; it stays large where the policy is
+    confidently wrong, where the expected gradient (the reverse KL) vanishes."""
+    logits = torch.tensor([[[0.0, 0.0], [0.0, 3.0], [6.0, -6.0], [0.0, 1.0]]])  # [1, 4, 2]
+    free = torch.tensor([[True, True, True, False]])
+    split_reward = torch.tensor([[1.0, -2.0, 4.0, 3.0]])  # r(no split) = -r(split)
+    coef = 2.0
+
+    def logit_gradient(actions, mode):
+        x = logits.clone().requires_grad_(True)
+        weights = torch.where(actions == 1, split_reward, -split_reward)
+        loss, stats = reinforce_loss(x, actions, free, weights, coef, gradient=mode)
+        loss.backward()
+        return (x.grad[..., 1] - x.grad[..., 0])[0] / 2, stats  # d loss / d (z_split - z_keep)
+
+    pi = torch.softmax(logits, -1)[0, :, 1]
+    target = torch.sigmoid(2 * split_reward[0] / coef)
+    want = (pi - target) * free[0] / 3  # three free decisions
+    for actions in (torch.ones(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)):
+        got, stats = logit_gradient(actions, "forward-kl")
+        assert torch.allclose(got, want, atol=1e-6)
+        assert got[3] == 0  # not a decision of the agent's
+    # position 2: the policy never splits (pi = 6e-6) where the optimum splits (0.98); the reverse
+    # KL's gradient (expected, with the entropy bonus) is almost nil there, the forward KL's is not
+    reverse, _ = logit_gradient(torch.ones(1, 4, dtype=torch.long), "expected")
+    assert abs(reverse[2]) < 1e-3 < 0.3 < abs(got[2])
+    assert got[2] < 0  # descending the loss raises the split
+    # at the optimum the forward KL's gradient is 0
+    x = torch.stack([torch.zeros(4), torch.logit(target)], -1).unsqueeze(0).requires_grad_(True)
+    weights = torch.where(actions == 1, split_reward, -split_reward)
+    loss, _ = reinforce_loss(x, actions, free, weights, coef, gradient="forward-kl")
+    loss.backward()
+    assert torch.allclose(x.grad, torch.zeros_like(x.grad), atol=1e-6)
 
 
 def test_the_expected_gradient_needs_mirrored_rewards(corpus):
@@ -205,9 +242,19 @@ def test_the_expected_gradient_needs_mirrored_rewards(corpus):
     )
     model = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, SegmenterConfig(**SMALL))
     learner = Reinforce(model, ReinforceConfig(per_action_gradient="expected"), "per-action")
-    assert learner.expected
+    assert learner.gradient == "expected"
     _, stats, _ = learner.step(env, env.reset())
     assert np.isfinite(stats["policy_loss"])
+    config.env.reward, config.evaluator.lm.reward = "per-action", "resample"
+    config.evaluator.name, config.env.rules = "lm", "binary"
+    config.reinforce.per_action_gradient = "forward-kl"
+    with pytest.raises(ConfigError, match="'forward-kl' needs binary rules"):
+        config.validate()
+    with pytest.raises(ConfigError, match="needs an entropy bonus above 0"):
+        ReinforceConfig(per_action_gradient="forward-kl", entropy_coef=0.0).validate()
+    learner = Reinforce(model, ReinforceConfig(per_action_gradient="forward-kl"), "per-action")
+    _, stats, _ = learner.step(env, env.reset())
+    assert stats["policy_loss"] > 0  # a cross-entropy
 
 
 def test_entropy_bonus_pushes_towards_uniform():

@@ -12,7 +12,7 @@ from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
 from segrl.evaluators.registry import EvaluatorConfig
 
-PerActionGradient = Literal["sampled", "expected"]
+PerActionGradient = Literal["sampled", "expected", "forward-kl"]
 
 DEFAULT_ENTROPY = {"per-action": 2.0, "sequence": 0.05}
 """Entropy bonus per reward mode when ``ReinforceConfig.entropy_coef`` is None (see there)."""
@@ -49,10 +49,14 @@ class ReinforceConfig:
     """Per-action rewards: subtract the learned baseline too (the study uses none; +-1 is centred)."""
     per_action_gradient: PerActionGradient = "sampled"
     """Per-action rewards: ``sampled`` (REINFORCE's ``r_i grad log pi(s_i)`` for the decision drawn)
-    or ``expected`` (the exact expectation over both actions, ``grad sum_a pi(a) r_i(a)``, for an
-    evaluator whose rewards are mirrored: the other action's reward is ``-r_i``). Both have the
-    same expected gradient; ``expected`` has no sampling noise, and a decision the policy rarely
-    samples (a split in a long, rare word) still gets its reward every step."""
+    or, for an evaluator whose rewards are mirrored (the other action's reward is ``-r_i``),
+    ``expected`` (the exact expectation over both actions, ``grad sum_a pi(a) r_i(a)``) or
+    ``forward-kl`` (the cross-entropy from each decision's entropy-regularised optimum
+    ``pi*(split) = sigmoid(2 r_i(split) / entropy_coef)`` to the policy). ``sampled`` and
+    ``expected`` have the same expected gradient; ``expected`` has no sampling noise, and a
+    decision the policy rarely samples (a split in a long, rare word) still gets its reward every
+    step. ``forward-kl`` has the same optimum, but its gradient on a logit, ``pi - pi*``, does not
+    vanish where the policy is confident (``segrl.agents.reinforce``)."""
 
     def entropy(self, reward_mode: str) -> float:
         """The entropy bonus's weight for ``reward_mode``."""
@@ -68,10 +72,15 @@ class ReinforceConfig:
             raise ConfigError("reinforce.lr and reinforce.baseline_lr must be positive")
         if (self.entropy_coef is not None and self.entropy_coef < 0) or self.max_grad_norm <= 0:
             raise ConfigError("reinforce.entropy_coef must be >= 0 and max_grad_norm > 0")
-        if self.per_action_baseline and self.per_action_gradient == "expected":
+        if self.per_action_baseline and self.per_action_gradient != "sampled":
             raise ConfigError(
                 "reinforce.per_action_baseline goes with per_action_gradient = 'sampled' only (the "
-                "expectation over both actions needs no baseline)"
+                "expectation over both actions and the forward KL need no baseline)"
+            )
+        if self.per_action_gradient == "forward-kl" and self.entropy_coef == 0:
+            raise ConfigError(
+                "reinforce.per_action_gradient = 'forward-kl' needs an entropy bonus above 0 (its "
+                "target is sigmoid(2 r / reinforce.entropy_coef))"
             )
 
 
@@ -190,7 +199,7 @@ class TrainConfig:
         self.reinforce.validate()
         if self.evaluator.name == "lm":
             self.evaluator.lm.validate(self.env.reward)
-        self._check_expected_gradient()
+        self._check_per_action_gradient()
         if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
             raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
         if not 0.0 < self.gold_heldout_fraction < 1.0:
@@ -199,13 +208,12 @@ class TrainConfig:
             raise ConfigError("max_minutes must be positive")
         check_threads(self.threads)
 
-    def _check_expected_gradient(self) -> None:
-        """``reinforce.per_action_gradient = "expected"`` needs split/no-split decisions and
-        mirrored per-action rewards (``EvaluatorConfig.mirrored_action_rewards``)."""
+    def _check_per_action_gradient(self) -> None:
+        """``reinforce.per_action_gradient = "expected"`` or ``"forward-kl"`` needs split/no-split
+        decisions and mirrored per-action rewards (``EvaluatorConfig.mirrored_action_rewards``)."""
+        gradient = self.reinforce.per_action_gradient
         if not (
-            self.agent == "reinforce"
-            and self.env.reward == "per-action"
-            and self.reinforce.per_action_gradient == "expected"
+            self.agent == "reinforce" and self.env.reward == "per-action" and gradient != "sampled"
         ):
             return
         if self.env.rules != "binary" or not self.evaluator.mirrored_action_rewards():
@@ -215,7 +223,7 @@ class TrainConfig:
                 else ""
             )
             raise ConfigError(
-                "reinforce.per_action_gradient = 'expected' needs binary rules and per-action "
+                f"reinforce.per_action_gradient = {gradient!r} needs binary rules and per-action "
                 "rewards whose other action is rewarded with minus the reward (gold, morfessor, "
                 f"the LM's posterior or flip); here: {self.env.rules} rules, {variant}"
                 f"{self.evaluator.name} rewards; use 'sampled'"

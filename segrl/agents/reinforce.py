@@ -13,7 +13,17 @@ with ``n`` the free decisions of the batch and the weights ``w``:
   (100 hidden units) on the sentence's mean position features (detached from the policy), trained to
   regress ``R`` with its own optimiser;
 - **per-action** rewards: ``w_bi = r_bi`` (+1/-1 for Morfessor and gold), no baseline, as in the study
-  (optionally ``r_bi - baseline(X_b)``).
+  (optionally ``r_bi - baseline(X_b)``). For mirrored rewards (the other action's is ``-r_bi``) the
+  policy term can be the exact expectation over both actions (``per_action_gradient = "expected"``),
+  or the cross-entropy to each decision's entropy-regularised optimum (``"forward-kl"``, below).
+
+With a mirrored per-action reward ``r`` and the entropy bonus ``c``, each decision's objective
+``E_pi[r] + c H(pi)`` is ``-c KL(pi || pi*) + const`` with ``pi*(split) = sigmoid(2 r(split) / c)``
+(for the LM's ``posterior`` reward and ``c = 2``, ``pi*`` is the LM's posterior): REINFORCE and
+``expected`` descend that reverse KL, whose gradient on a decision's logit carries the factor
+``pi (1 - pi)`` and vanishes where the policy is confident, right or wrong. ``forward-kl`` fits the
+policy to the same optimum by ``KL(pi* || pi)`` instead (the M-step of MPO and AWR): its gradient on
+the logit is ``pi - pi*``, which does not vanish; the entropy bonus is then in ``pi*`` and not added.
 
 The entropy bonus's weight depends on the reward's scale (``ReinforceConfig.entropy_coef``): large
 for +-1 per decision, so that no decision saturates before the policy has learnt to tell splits
@@ -30,12 +40,13 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from segrl.agents.config import ReinforceConfig, TrainConfig
+from segrl.agents.config import PerActionGradient, ReinforceConfig, TrainConfig
 from segrl.agents.policies import SegmenterPolicy, masked_mean
 from segrl.agents.segmenter import pad_positions, trim
 from segrl.agents.trainer import TrainResult, train_sentence_agent
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
+from segrl.errors import ConfigError
 from segrl.evaluators import SegmentationBatch
 
 
@@ -57,24 +68,36 @@ def reinforce_loss(
     free_mask: torch.Tensor,
     weights: torch.Tensor,
     entropy_coef: float,
-    expected: bool = False,
+    gradient: PerActionGradient = "sampled",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The REINFORCE loss with one weight per decision (see the module docstring).
 
     ``logits`` [B, P, A], ``actions`` [B, P], ``free_mask`` [B, P] bool (True at the agent's
     decisions), ``weights`` [B, P] (advantage or reward of each decision; no gradient flows into it).
-    ``expected``: binary decisions with mirrored rewards (the other action's is ``-weights``): the
-    policy term is the exact expected reward ``sum_a pi(a) r(a)`` instead of its one-sample estimate.
+    ``gradient``: ``sampled``, REINFORCE's ``-r log pi(taken)``; for binary decisions with mirrored
+    rewards (the other action's is ``-weights``) ``expected``, the exact expected reward ``sum_a
+    pi(a) r(a)`` instead of its one-sample estimate, or ``forward-kl``, the cross-entropy from
+    ``pi*(taken) = sigmoid(2 r / entropy_coef)`` to the policy (no entropy bonus added).
     """
     dist = Categorical(logits=logits)
     log_prob = dist.log_prob(actions)  # [B, P]
     entropy = dist.entropy()  # [B, P]
     mask = free_mask.to(log_prob.dtype)
     n = mask.sum().clamp(min=1.0)
-    if expected:  # sum_a pi(a) r(a) with r(other) = -r(taken): (2 pi(taken) - 1) r(taken)
-        policy_term = -(weights.detach() * (2 * log_prob.exp() - 1) * mask).sum() / n
+    weights = weights.detach()
+    if gradient == "forward-kl":
+        if entropy_coef <= 0:
+            raise ConfigError("the forward-kl gradient needs an entropy bonus above 0")
+        target = torch.sigmoid(2.0 * weights / entropy_coef)  # [B, P] pi*(taken)
+        other = (1 - actions).unsqueeze(-1)  # binary decisions: the action not taken
+        log_other = dist.logits.gather(-1, other).squeeze(-1)  # [B, P] log pi(other)
+        cross_entropy = -(target * log_prob + (1 - target) * log_other)
+        policy_term = (cross_entropy * mask).sum() / n
+        entropy_coef = 0.0  # the entropy bonus is inside the target
+    elif gradient == "expected":  # sum_a pi(a) r(a), r(other) = -r(taken): (2 pi(taken) - 1) r
+        policy_term = -(weights * (2 * log_prob.exp() - 1) * mask).sum() / n
     else:
-        policy_term = -(weights.detach() * log_prob * mask).sum() / n
+        policy_term = -(weights * log_prob * mask).sum() / n
     mean_entropy = (entropy * mask).sum() / n
     loss = policy_term - entropy_coef * mean_entropy
     return loss, {"policy_loss": policy_term.item(), "entropy": mean_entropy.item()}
@@ -97,7 +120,9 @@ class Reinforce:
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
         self.baseline: ValueBaseline | None = None
         self.baseline_optimizer: torch.optim.Optimizer | None = None
-        self.expected = reward_mode == "per-action" and config.per_action_gradient == "expected"
+        self.gradient: PerActionGradient = (
+            config.per_action_gradient if reward_mode == "per-action" else "sampled"
+        )
         if reward_mode == "sequence" or config.per_action_baseline:
             self.baseline = ValueBaseline(policy.feature_dim, config.baseline_hidden).to(device)
             self.baseline_optimizer = torch.optim.Adam(
@@ -151,7 +176,7 @@ class Reinforce:
 
         entropy_coef = self.config.entropy(self.reward_mode)
         loss, loss_stats = reinforce_loss(
-            logits, actions, free, weights, entropy_coef, self.expected
+            logits, actions, free, weights, entropy_coef, self.gradient
         )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
