@@ -25,6 +25,7 @@ from segrl.units.dcsa import (
 )
 from segrl.units.evaluation import segment_texts
 from segrl.units.l0drop import (
+    L0Drop,
     closed_probability,
     deterministic_gates,
     expected_open_gates,
@@ -79,6 +80,36 @@ def test_targeted_sparsity_has_no_gradient_below_the_target():
     targeted_sparsity(expected_open_gates(log_alpha), lengths, ratio=6.0).sum().backward()
     assert torch.all(log_alpha.grad[0] > 0)  # above N / r = 10: pushed to close
     assert torch.all(log_alpha.grad[1] == 0)  # below: left alone
+
+
+def test_gates_on_normalised_slots_keep_the_penalty_s_gradient_when_slots_grow():
+    """Slots a decoder reads grow along the gate's weights (log alpha 6-12 in trained models): on
+    the slots themselves the gates saturate and the penalty's gradient vanishes; on LayerNorm'd
+    slots log alpha stays within |w| sqrt(D) + |b| whatever the slots' scale, and the same penalty
+    still moves the gate's weights."""
+    torch.manual_seed(0)
+    plain, normalized = L0Drop(16), L0Drop(16, normalize=True)
+    with torch.no_grad():
+        normalized.weight.copy_(plain.weight)
+    w = plain.weight.detach()
+    slots = 0.3 * torch.randn(4, 8, 16) + w * 8.0 / w.square().sum()  # log alpha about 8
+    grown = 5.0 * slots
+    bound = normalized.weight.norm() * 16**0.5 + normalized.bias.abs()
+    assert normalized.log_alpha(grown).abs().max() <= bound + 1e-4
+    assert torch.allclose(normalized.log_alpha(slots), normalized.log_alpha(grown), atol=1e-3)
+    assert plain.log_alpha(grown).min() > 30  # every gate saturated open
+
+    def penalty_gradient(gate: L0Drop) -> float:
+        gate.zero_grad()
+        l0 = expected_open_gates(gate.log_alpha(grown))  # 8 slots open, the target is 2
+        targeted_sparsity(l0, torch.tensor([12.0] * 4), 6.0).sum().backward()
+        return gate.weight.grad.norm().item()
+
+    assert penalty_gradient(plain) < 1e-6 < 0.05 < penalty_gradient(normalized)
+    model = DCSAAutoencoder(DCSAConfig(slots=6, gate_input="normalized", **SMALL), 12)
+    assert model.l0drop.bias is not None
+    with pytest.raises(ConfigError, match="arch.gate_input"):
+        DCSAConfig(gate_input="norm").validate()
 
 
 def test_targeted_sparsity_stops_closing_gates_at_the_target():

@@ -28,6 +28,7 @@ columns: the units), computed teacher-forced on the input in eval mode; the slot
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
@@ -48,6 +49,7 @@ from segrl.units.layers import CharDecoder
 from segrl.units.slot_attention import SlotAttention, SlotInit, SlotInitialiser
 from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
 
+GateInput = Literal["slots", "normalized"]
 SPARSITY = "sparsity"
 """Name of the (weighted) targeted-sparsity loss term."""
 DECODER_MAP = "decoder"
@@ -138,6 +140,10 @@ class DCSAConfig(UnitVectorConfig):
     """Draw initial slots at test time too (otherwise their means: deterministic segments)."""
     beta: float = BETA
     eps: float = EPS
+    gate_input: GateInput = "slots"
+    """What the L0Drop gates read: ``slots`` (``log alpha = m . w``, the paper's) or ``normalized``
+    (``LayerNorm(m) . w + b``): once a decoder reads the slots their norms grow, ``log alpha``
+    saturates (6-12 on trained CPU models) and the sparsity penalty cannot close a gate."""
     sparsity_ratio: float | None = 6.0
     """r of targeted sparsity ``max(L0, N / r)``; None: the plain ``L0`` penalty."""
     sparsity_length: int | None = None
@@ -184,7 +190,7 @@ class DCSAAutoencoder(UnitVectorAutoencoder):
             c.slots, c.unit_dim, c.slot_init, c.slot_sigma, c.max_len, c.sample_slots_at_test
         )
         self.slot_attention = SlotAttention(c.dim, c.unit_dim, c.iterations, scale=c.slot_scale)
-        self.l0drop = L0Drop(c.unit_dim, c.beta, c.eps)
+        self.l0drop = L0Drop(c.unit_dim, c.beta, c.eps, normalize=c.gate_input == "normalized")
         self.progress = 1.0
         """Fraction of training done at the current step (set by ``loss``)."""
 

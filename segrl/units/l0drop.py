@@ -2,7 +2,10 @@
 sparsity (Mai & Henderson 2022) and the exponential lambda schedule of DCSA.
 
 Each vector ``m_i`` gets a gate ``g_i`` in [0, 1] from ``log alpha_i = m_i . w`` (no bias); the layer
-outputs ``g_i m_i``. With temperature ``beta`` (0.66) and stretch ``eps`` (0.1):
+outputs ``g_i m_i``. With ``normalize``, ``log alpha_i = LayerNorm(m_i) . w + b`` instead (not the
+paper's): the vectors' norm grows as a decoder learns to read them, which drives ``|log alpha|`` to
+where the gates' sigmoids are flat and the sparsity penalty's gradient vanishes; on normalised vectors
+``|log alpha|`` is bounded by ``|w| sqrt(D) + |b|``. With temperature ``beta`` (0.66) and stretch ``eps`` (0.1):
 
 - training (``sample_gates``): ``u ~ U(0, 1)``,
   ``s = sigmoid((log u - log(1 - u) + log alpha) / beta)``, ``g = clamp(s (1 + 2 eps) - eps, 0, 1)``;
@@ -91,17 +94,26 @@ class L0Drop(nn.Module):
     log_alpha [B, K])``; gates are sampled in training and deterministic in eval mode, 0 where
     ``mask`` is False."""
 
-    def __init__(self, dim: int, beta: float = BETA, eps: float = EPS):
+    def __init__(self, dim: int, beta: float = BETA, eps: float = EPS, normalize: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(dim))
         nn.init.normal_(self.weight, std=dim**-0.5)
+        self.bias = nn.Parameter(torch.zeros(())) if normalize else None
         self.beta = beta
         self.eps = eps
+
+    def log_alpha(self, vectors: torch.Tensor) -> torch.Tensor:
+        """``[B, K]`` gate log-odds of ``vectors [B, K, D]`` (see the module docstring)."""
+        vectors = vectors.float()
+        if self.bias is None:
+            return vectors @ self.weight.float()
+        normalized = nn.functional.layer_norm(vectors, vectors.shape[-1:])
+        return normalized @ self.weight.float() + self.bias.float()
 
     def forward(
         self, vectors: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        log_alpha = vectors.float() @ self.weight.float()  # [B, K]
+        log_alpha = self.log_alpha(vectors)  # [B, K]
         if self.training:
             gates = sample_gates(log_alpha, self.beta, self.eps)
         else:
