@@ -257,6 +257,33 @@ def test_the_expected_gradient_needs_mirrored_rewards(corpus):
     assert stats["policy_loss"] > 0  # a cross-entropy
 
 
+def test_the_per_action_gradient_defaults_to_the_forward_kl_for_the_lm_posterior_only():
+    """None resolves to forward-kl for the LM's posterior reward with binary rules, sampled for
+    every other reward and where a per-action baseline or no entropy bonus is asked for; a choice
+    made is kept; the other LM rewards still validate with the default."""
+    from segrl.agents import TrainConfig
+
+    config = TrainConfig()
+    assert config.reinforce.per_action_gradient is None
+    assert config.per_action_gradient() == "sampled"  # Morfessor's +-1
+    config.evaluator.name, config.env.reward = "lm", "per-action"
+    assert config.per_action_gradient() == "forward-kl"
+    for variant in ("flip", "resample", "incremental"):
+        config.evaluator.lm.reward = variant
+        assert config.per_action_gradient() == "sampled"
+        config.validate()
+    config.evaluator.lm.reward = "posterior"
+    config.reinforce.per_action_baseline = True
+    assert config.per_action_gradient() == "sampled"
+    config.reinforce.per_action_baseline, config.reinforce.entropy_coef = False, 0.0
+    assert config.per_action_gradient() == "sampled"
+    config.reinforce.entropy_coef = None
+    config.env.rules = "full"
+    assert config.per_action_gradient() == "sampled"
+    config.env.rules, config.reinforce.per_action_gradient = "binary", "expected"
+    assert config.per_action_gradient() == "expected"
+
+
 def test_entropy_bonus_pushes_towards_uniform():
     logits = torch.tensor([[[2.0, 0.0]]], requires_grad=True)
     loss, _ = reinforce_loss(

@@ -104,7 +104,10 @@ def reinforce_loss(
 
 
 class Reinforce:
-    """The learner: a segmenter policy, the learned baseline where used, and their optimisers."""
+    """The learner: a segmenter policy, the learned baseline where used, and their optimisers.
+
+    ``gradient``: the per-action policy term (``TrainConfig.per_action_gradient``, which resolves
+    the config's None); None: ``config.per_action_gradient``, else ``sampled``."""
 
     def __init__(
         self,
@@ -112,6 +115,7 @@ class Reinforce:
         config: ReinforceConfig,
         reward_mode: str,
         device: torch.device | str = "cpu",
+        gradient: PerActionGradient | None = None,
     ):
         self.policy = policy
         self.config = config
@@ -120,9 +124,8 @@ class Reinforce:
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
         self.baseline: ValueBaseline | None = None
         self.baseline_optimizer: torch.optim.Optimizer | None = None
-        self.gradient: PerActionGradient = (
-            config.per_action_gradient if reward_mode == "per-action" else "sampled"
-        )
+        chosen = gradient or config.per_action_gradient or "sampled"
+        self.gradient: PerActionGradient = chosen if reward_mode == "per-action" else "sampled"
         if reward_mode == "sequence" or config.per_action_baseline:
             self.baseline = ValueBaseline(policy.feature_dim, config.baseline_hidden).to(device)
             self.baseline_optimizer = torch.optim.Adam(
@@ -226,6 +229,8 @@ def train_reinforce(
     """
 
     def make_learner(policy: SegmenterPolicy, device: torch.device) -> Reinforce:
-        return Reinforce(policy, config.reinforce, config.env.reward, device)
+        return Reinforce(
+            policy, config.reinforce, config.env.reward, device, config.per_action_gradient()
+        )
 
     return train_sentence_agent(config, make_learner, corpus, gold, on_step)
