@@ -142,8 +142,10 @@ class DCSAConfig(UnitVectorConfig):
     eps: float = EPS
     gate_input: GateInput = "slots"
     """What the L0Drop gates read: ``slots`` (``log alpha = m . w``, the paper's) or ``normalized``
-    (``LayerNorm(m) . w + b``): once a decoder reads the slots their norms grow, ``log alpha``
-    saturates (6-12 on trained CPU models) and the sparsity penalty cannot close a gate."""
+    (``LayerNorm(m) . w + b``). Once a decoder reads the slots their norms grow and ``log alpha``
+    saturates (6-12 on trained CPU models), where the sparsity penalty has no gradient; on
+    normalised slots it has one at any scale, and with a large enough ``lambda`` the gates close
+    to the target (docs/results.md)."""
     sparsity_ratio: float | None = 6.0
     """r of targeted sparsity ``max(L0, N / r)``; None: the plain ``L0`` penalty."""
     sparsity_length: int | None = None
