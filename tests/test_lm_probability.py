@@ -409,3 +409,182 @@ def test_the_forward_algorithm_word_by_word_equals_the_whole_text():
     whole.sum().backward()
     by_words.sum().backward()
     assert torch.allclose(leaves[0].grad, leaves[1].grad, atol=1e-5)
+
+
+def test_lexicon_description_length_is_the_expected_spelling_of_the_entries_used():
+    """Each entry pays ``cost * (|m| + 1)`` times the probability that ``uses`` draws use it at least
+    once: by hand for shares set through the gate and the entry logits; the gradient moves mass
+    from a rare long entry to one that is used for sure."""
+    lm = tiny("slm", lexicon=LEXICON, context="none")
+    lexicon = lm.lexicon
+    with torch.no_grad():
+        lexicon.gate.weight.zero_()
+        lexicon.gate.bias.fill_(math.log(3.0))  # lambda = 3/4
+        lexicon.out.weight.zero_()
+        lexicon.out.bias.copy_(torch.log(torch.tensor([0.5, 0.3, 0.19, 0.01])))
+    cost, uses = 2.0, 10.0
+    shares = [0.75 * q for q in (0.5, 0.3, 0.19, 0.01)]
+    spelled = [len(m) + 1 for m in LEXICON]  # 2, 3, 3, 4
+    expected = cost * sum(
+        (1 - math.exp(-uses * q)) * n for q, n in zip(shares, spelled, strict=True)
+    )
+    length = lexicon.description_length(lm.no_context, uses, cost)
+    assert length.item() == pytest.approx(expected, rel=1e-5)
+    # nothing used: nothing to pay; all used for sure: each entry's spelling once
+    assert lexicon.description_length(lm.no_context, 0.0, cost).item() == 0.0
+    assert lexicon.description_length(lm.no_context, 1e9, cost).item() == pytest.approx(
+        cost * sum(spelled)
+    )
+    (grad,) = torch.autograd.grad(length, lexicon.out.bias)
+    assert grad[3] > 0  # 'bab', used by 0.075 of a draw: lowering its logit lowers the cost
+    assert grad[0] < 0  # 'a', used for sure: mass moved to it leaves the entries still paying
+
+
+def test_the_lexicon_cost_is_added_to_the_marginal_update_and_shrinks_rare_entries():
+    """``LMTrainer.marginal_step`` adds the description length over the corpus's characters; off
+    with ``lexicon_cost = 0``. Trained on texts where 'bab' never occurs whole, its share falls
+    faster under the cost than without it."""
+    from dataclasses import replace
+
+    from segrl.errors import ConfigError
+    from segrl.lm.training import LMTrainer
+
+    texts = ["ab", "a", "ba", "aba", "ab"] * 4
+    chars = sum(len(t) + 1 for t in texts)
+    shares = {}
+    for cost in (0.0, 5.0):
+        lm = tiny("slm", lexicon=LEXICON, context="none")
+        lm.config = replace(lm.config, lexicon_cost=cost)
+        trainer = LMTrainer(lm, lr=0.05, lexicon_uses=len(texts), corpus_chars=chars)
+        first = trainer.marginal_step(texts)
+        assert ("lexicon_nats" in first) == (cost > 0)
+        for _ in range(30):
+            trainer.marginal_step(texts)
+        with torch.no_grad():
+            shares[cost] = torch.softmax(lm.lexicon.out(lm.no_context), -1)[3].item()
+    assert shares[5.0] < shares[0.0]
+    with pytest.raises(ConfigError, match="lexicon_cost must be at least 0"):
+        LMConfig(lexicon_cost=-1.0).validate()
+
+
+def _categorised_lm(max_segment_length=None, seed=0):
+    torch.manual_seed(seed)
+    config = LMConfig(
+        model="slm",
+        context="none",
+        char_dim=6,
+        hidden_dim=6,
+        speller_dim=6,
+        max_segment_length=max_segment_length,
+        dropout=0.0,
+        categories="prefix-stem-suffix",
+    )
+    lm = build_lm(config, VOCAB, LEXICON).eval()
+    with torch.no_grad():
+        for p in lm.parameters():
+            p.mul_(3.0)
+        lm.transitions.logits.normal_()
+    return lm
+
+
+def _segments(text: str, decisions: list[int]) -> list[list[tuple[int, int]]]:
+    """The (start, length) of each segment, word by word."""
+    words, current, start = [], [], 0
+    for i, char in enumerate(text):
+        if char == " ":
+            words.append(current)
+            current, start = [], i + 1
+            continue
+        last = i == len(text) - 1 or text[i + 1] == " " or decisions[i]
+        if last:
+            current.append((start, i + 1 - start))
+            start = i + 1
+    words.append(current)
+    return words
+
+
+@pytest.mark.parametrize("max_segment_length", [None, 2])
+def test_categories_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length):
+    """With prefix/stem/suffix categories, the forward algorithm sums over every segmentation and
+    every category sequence the morphotactics allow, each word a chain from start to end: checked
+    against brute-force enumeration of both, with the posteriors and the Viterbi segmentation."""
+    from segrl.lm.morphotactics import CATEGORIES, allowed_transitions
+
+    lm = _categorised_lm(max_segment_length)
+    chars = lm.encode(TEXTS)
+    marginal = lm.log_marginal(chars)
+    posteriors = lm.boundary_posteriors(chars)
+    best, best_score = lm.viterbi(chars)
+    start, between, end = (t.detach() for t in lm.transitions())
+    table = lm.span_table(chars).detach()  # [B, L, R + 1, K]
+    k = len(CATEGORIES)
+    assert table.shape[-1] == k
+    allowed = allowed_transitions()
+    assert (
+        not allowed[3, 2] and not allowed[0, 3]
+    )  # no word starts with a suffix or ends on a prefix
+    assert start[2].item() == float("-inf") and end[0].item() == float("-inf")
+    for row, text in enumerate(TEXTS):
+        scores, ends = [], []
+        for decisions in segmentations(text):
+            words = _segments(text, decisions)
+            total = torch.tensor(0.0)
+            for word in words:
+                options = []
+                for cats in itertools.product(range(k), repeat=len(word)):
+                    score = start[cats[0]] + end[cats[-1]]
+                    for (a, n), c in zip(word, cats, strict=True):
+                        top = table.shape[2] - 1
+                        score = score + (table[row, a, n, c] if n <= top else float("-inf"))
+                    for c_from, c_to in itertools.pairwise(cats):
+                        score = score + between[c_from, c_to]
+                    options.append(score)
+                total = total + torch.logsumexp(torch.stack(options), 0)
+            best_of = max(
+                (
+                    sum(
+                        max(
+                            float(
+                                start[cats[0]]
+                                + end[cats[-1]]
+                                + sum(
+                                    table[row, a, n, c] if n < table.shape[2] else -math.inf
+                                    for (a, n), c in zip(word, cats, strict=True)
+                                )
+                                + sum(between[x, y] for x, y in itertools.pairwise(cats))
+                            )
+                            for cats in itertools.product(range(k), repeat=len(word))
+                        )
+                        for word in words
+                    ),
+                ),
+            )
+            scores.append((total, best_of))
+            position_ends = [0] * len(text)
+            for word in words:
+                for a, n in word:
+                    position_ends[a + n - 1] = 1
+            ends.append(position_ends)
+        sums = torch.stack([s for s, _ in scores])
+        assert marginal[row].item() == pytest.approx(torch.logsumexp(sums, 0).item(), abs=1e-4)
+        weights = torch.softmax(sums, 0)
+        expected = (weights.unsqueeze(1) * torch.tensor(ends, dtype=torch.float)).sum(0)
+        assert torch.allclose(posteriors[row, : len(text)], expected, atol=1e-4)
+        maxima = [m for _, m in scores]
+        winner = max(range(len(maxima)), key=maxima.__getitem__)
+        assert best.ends[row, : len(text)].tolist() == [bool(e) for e in ends[winner]]
+        assert best_score[row].item() == pytest.approx(maxima[winner], abs=1e-4)
+
+
+def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
+    from segrl.errors import ConfigError
+
+    config = LMConfig(model="slm", context="none", hidden_dim=6, categories="prefix-stem-suffix")
+    with pytest.raises(ConfigError, match="need a lexicon"):
+        build_lm(config, VOCAB, None)
+    lm = _categorised_lm()
+    batch = SegmentedBatch.from_decisions(VOCAB, ["ab"], [[1]])
+    with pytest.raises(ConfigError, match="not available for slm with categories"):
+        lm.score(batch)
+    with pytest.raises(ConfigError, match="prefix-stem-suffix"):
+        LMConfig(categories="prefix-suffix").validate()

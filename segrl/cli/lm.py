@@ -113,6 +113,19 @@ def _add_lm_args(parser: argparse.ArgumentParser) -> None:
         help="slm: prior against long segments (default: 0.05 on a word list, 0 on running text)",
     )
     group.add_argument("--lexicon-size", dest="lm.lexicon_size", type=int, metavar="N")
+    group.add_argument(
+        "--lexicon-cost",
+        dest="lm.lexicon_cost",
+        type=float,
+        metavar="X",
+        help="slm: nats per character that a lexicon entry's spelling costs once (0: none)",
+    )
+    group.add_argument(
+        "--categories",
+        dest="lm.categories",
+        metavar="KIND",
+        help="slm with a lexicon: none (default) or prefix-stem-suffix (hidden segment categories)",
+    )
 
 
 def _threads(args: argparse.Namespace) -> None:

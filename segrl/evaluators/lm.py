@@ -108,7 +108,13 @@ class LMEvaluator(Evaluator):
         self.word_probs = weights / weights.sum() if self.words else None
         self.sequence_variant = config.variant("sequence")
         self.action_variant = config.variant("per-action")
-        self.trainer = LMTrainer(lm, lr=config.lr, weight_decay=config.weight_decay)
+        self.trainer = LMTrainer(
+            lm,
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            lexicon_uses=len(self.words),
+            corpus_chars=sum(len(w) + 1 for w in self.words),
+        )
         self.buffer: deque[tuple[str, list[str]]] = deque(maxlen=config.buffer_size)
         self.rng = np.random.default_rng(seed)
         self.batches_seen = 0

@@ -13,6 +13,7 @@ from segrl.errors import ConfigError
 
 LMModel = Literal["slm", "segment-lstm"]
 LMContext = Literal["lstm", "words", "none"]
+LMCategories = Literal["none", "prefix-stem-suffix"]
 LMTexts = Literal["word-types", "sentences"]
 """What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
 MODELS: tuple[str, ...] = typing.get_args(LMModel)
@@ -58,6 +59,14 @@ class LMConfig:
     training segmentations, for ``slm`` (``context = "none"`` only) the substrings found in the most
     training word types. None: ``SLM_LEXICON_SIZE`` for an ``slm`` without context on a word list,
     else 0 (``resolve_lm_config``)."""
+    lexicon_cost: float = 0.0
+    """``slm`` with a lexicon: nats per character that an entry's spelling costs once, when the
+    training corpus uses it (``segrl.lm.lexicon``: the lexicon's part of a two-part code, as in
+    Morfessor); 0: no cost, the plain marginal likelihood."""
+    categories: LMCategories = "none"
+    """``slm`` with a lexicon: ``prefix-stem-suffix`` gives every segment a hidden category with
+    learnt transitions under Morfessor Categories' morphotactics (``segrl.lm.morphotactics``), each
+    category with its own lexicon softmax; ``none``: one distribution for every segment."""
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
@@ -75,6 +84,8 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}max_segment_length must be at least 1, got {self.max_segment_length}"
             )
+        if self.lexicon_cost < 0:
+            raise ConfigError(f"{prefix}lexicon_cost must be at least 0, got {self.lexicon_cost}")
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
 

@@ -10,6 +10,8 @@ by the next segment after the space (the space was its terminator).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 NEG_INF = float("-inf")
@@ -27,13 +29,19 @@ def logsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
 def spans_by_end(table: torch.Tensor) -> torch.Tensor:
     """``[B, L + 1, R + 1]``: ``out[b, e, l] = table[b, e - l, l]``, the segment of length l ending
     before character e (-inf where ``e - l < 0``)."""
-    batch, width, top = table.shape
+    batch, width, top = table.shape[:3]
     ends = torch.arange(width + 1, device=table.device).unsqueeze(1)  # [L + 1, 1]
     lengths = torch.arange(top, device=table.device).unsqueeze(0)  # [1, R + 1]
     starts = ends - lengths  # [L + 1, R + 1]
     valid = (starts >= 0) & (starts < width)
     gathered = table[:, starts.clamp(0, width - 1), lengths.expand_as(starts)]
-    return torch.where(valid, gathered, NEG_INF)
+    return torch.where(_trailing(valid, table), gathered, NEG_INF)
+
+
+def _trailing(mask: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``mask`` with a unit dimension for each of ``table``'s dimensions past ``[B, L, R + 1]`` (a
+    span table with categories, ``segrl.lm.morphotactics``, has one more)."""
+    return mask.view(mask.shape + (1,) * (table.dim() - 3))
 
 
 def forward(
@@ -97,7 +105,7 @@ def words(
     first character ``[W]`` of each. A space is always a boundary, so the forward algorithm over a
     text is the sum of its words' (each word's last segment carries its terminator, and the text's
     end, in ``table``), and each word's posteriors are the text's."""
-    batch, width, top = table.shape
+    batch, width, top = table.shape[:3]
     positions = torch.arange(width, device=table.device)
     inside = (positions < lengths.unsqueeze(1)) & ~space  # [B, L]
     before = torch.cat([inside.new_zeros(batch, 1), inside[:, :-1]], dim=1)
@@ -108,7 +116,7 @@ def words(
     columns = starts.unsqueeze(1) + offsets  # [W, Lw]
     word_table = table[rows.unsqueeze(1), columns.clamp(max=width - 1), : min(top, longest + 1)]
     valid = (offsets < word_lengths.unsqueeze(1)).unsqueeze(2)
-    return torch.where(valid, word_table, NEG_INF), word_lengths, rows, starts
+    return torch.where(_trailing(valid, table), word_table, NEG_INF), word_lengths, rows, starts
 
 
 def log_partition(table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -137,16 +145,22 @@ def backtrack(back: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor) ->
 
 
 def boundary_marginals(
-    table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
+    table: torch.Tensor,
+    space: torch.Tensor,
+    lengths: torch.Tensor,
+    partition: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Posterior probability ``[B, L]`` that a segment ends at each character, given the text: the
     gradient of ``log p(X)`` with respect to the span log-probabilities is each span's posterior,
-    summed here over the spans that end at each character."""
+    summed here over the spans that end at each character. ``partition`` maps the table to ``log
+    p(X)`` [B] (``log_partition`` by default; with categories, ``segrl.lm.morphotactics``, whose
+    table's last dimension, the category, is summed over)."""
     with torch.enable_grad():
         leaf = table.detach().requires_grad_(True)
-        total = log_partition(leaf, space, lengths)
-        (marginals,) = torch.autograd.grad(total.sum(), leaf)  # [B, L, R + 1]
-    batch, width, top = table.shape
+        total = log_partition(leaf, space, lengths) if partition is None else partition(leaf)
+        (marginals,) = torch.autograd.grad(total.sum(), leaf)  # [B, L, R + 1, ...]
+    marginals = marginals.flatten(3).sum(3) if marginals.dim() > 3 else marginals
+    batch, width, top = marginals.shape
     last = (
         torch.arange(width, device=table.device).unsqueeze(1)
         + torch.arange(top, device=table.device).unsqueeze(0)

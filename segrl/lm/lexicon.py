@@ -16,6 +16,11 @@ characters.
 on unsegmented text, from the substrings found in most word types (``substring_lexicon``), and learns
 by its marginal likelihood which of them deserve mass: the reuse of a morph across words, which a
 speller alone rewards only weakly, as in a unigram model of morphs.
+
+The marginal likelihood alone lets an entry used by three words cost nothing more than its parts,
+so it favours long entries. ``description_length`` is the lexicon's part of a two-part code, as in
+Morfessor's MAP objective and the Dirichlet-process unigram models of Goldwater, Griffiths and
+Johnson (2009): an entry pays for its spelling once, in the lexicon, when the corpus uses it.
 """
 
 from __future__ import annotations
@@ -81,6 +86,8 @@ class Lexicon(nn.Module):
         self.gate = nn.Linear(cond_dim, 1)
         self.out = nn.Linear(cond_dim, len(self.entries))
         self.terminator = nn.Embedding(len(self.entries), cond_dim + 1)
+        chars = torch.tensor([len(s) + 1 for s in self.entries], dtype=torch.float)
+        self.register_buffer("spelled_chars", chars, persistent=False)  # [M], terminator counted
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -120,6 +127,25 @@ class Lexicon(nn.Module):
         term = F.logsigmoid(torch.where(space_follows, term_logit, -term_logit))
         lexical = F.logsigmoid(gate) + entry + term
         return torch.where(known, torch.logaddexp(lexical, spell_share), spell_share)
+
+    def description_length(
+        self, cond: torch.Tensor, uses: float, nats_per_char: float
+    ) -> torch.Tensor:
+        """Differentiable scalar: the nats it takes to spell the entries that ``uses`` draws of a
+        segment (of context ``cond``, ``[cond_dim]``) use, in expectation.
+
+        An entry of probability ``q = lambda(h) p_lex(m | h)`` is used at least once in ``uses``
+        draws with probability ``1 - exp(-uses q)`` (with several contexts, ``[C, cond_dim]``, ``q``
+        is summed over them); if it is, it pays ``nats_per_char`` for each of
+        its characters and its terminator. An entry that many segments use pays its spelling once
+        (no gradient: the probability of use is 1); one that a few use pays in proportion, so mass
+        moves from long entries that a few words share to the parts that many share.
+        """
+        share = torch.sigmoid(self.gate(cond)) * torch.softmax(self.out(cond), dim=-1)
+        if share.dim() > 1:  # one context per category: an entry is used if any category uses it
+            share = share.sum(0)  # [M]
+        used = -torch.expm1(-uses * share)
+        return nats_per_char * (used * self.spelled_chars).sum()
 
     def end(self, cond: torch.Tensor, spelled_end: torch.Tensor) -> torch.Tensor:
         """[B] ``log p(end of text | h)``: only the speller ends a text."""

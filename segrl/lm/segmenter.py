@@ -166,7 +166,14 @@ def train_lm_segmenter(
     lexicon = slm_lexicon(lm_options, corpus.word_counts("train"))
     model = build_lm(lm_options, corpus.vocab, lexicon)
     model = model.to(device)
-    trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay)
+    trainer = LMTrainer(
+        model,
+        config.lr,
+        config.clip,
+        config.weight_decay,
+        lexicon_uses=len(train),
+        corpus_chars=sum(len(t) + 1 for t in train),
+    )
     run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES)
     state = _resume(run, trainer)
     job = Job(

@@ -32,7 +32,7 @@ from torch import nn
 from segrl.data.batching import CharBatch
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
-from segrl.lm import lattice
+from segrl.lm import lattice, morphotactics
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lattice import NEG_INF
@@ -55,6 +55,17 @@ class SLM(SegmentLM):
         if lexicon and config.context != "none":
             raise ConfigError("slm's lexicon needs context = 'none'")
         self.lexicon = Lexicon(lexicon, config.hidden_dim) if lexicon else None
+        self.transitions: morphotactics.Transitions | None = None
+        if config.categories != "none":
+            if self.lexicon is None:
+                raise ConfigError(
+                    f"slm's categories ({config.categories}) need a lexicon (lexicon_size > 0): "
+                    "each category is its own distribution over the lexicon's entries"
+                )
+            categories = len(morphotactics.CATEGORIES)
+            # the lexicon's context per category, [K, H] (each its own softmax over the entries)
+            self.category_contexts = nn.Parameter(0.1 * torch.randn(categories, config.hidden_dim))
+            self.transitions = morphotactics.Transitions()
 
     # --- the context -----------------------------------------------------------------------------
     def context_states(self, chars: CharBatch) -> torch.Tensor:
@@ -93,19 +104,34 @@ class SLM(SegmentLM):
             spans = self.speller.span_scores(
                 states[rows, starts], chars.ids, space, rows, starts, lengths
             )  # [N, R + 1]
-        if self.lexicon is not None:
-            spans = self._mix_lexicon(chars, space, rows, starts, lengths, spans)
         texts = torch.arange(batch, device=states.device)
         at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
-        if self.lexicon is not None:
-            at_end = self.lexicon.end(self.no_context, at_end)
+        if self.lexicon is not None:  # [N, R + 1] and [B], or per category [N, R + 1, K], [B, K]
+            mixed = [
+                self._mix_lexicon(chars, space, rows, starts, lengths, spans, context)
+                for context in self._lexicon_contexts()
+            ]
+            ends = [self.lexicon.end(context, at_end) for context in self._lexicon_contexts()]
+            spans, at_end = (
+                (torch.stack(mixed, -1), torch.stack(ends, -1))
+                if self.transitions is not None
+                else (mixed[0], ends[0])
+            )
         reaches_end = (starts.unsqueeze(1) + torch.arange(longest + 1, device=spans.device)) == (
             chars.lengths[rows].unsqueeze(1)
         )
+        if self.transitions is not None:
+            reaches_end = reaches_end.unsqueeze(-1)
         spans = spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0)
-        table = spans.new_full((batch, width, longest + 1), NEG_INF)
+        table = spans.new_full((batch, width, longest + 1, *spans.shape[2:]), NEG_INF)
         table[rows, starts] = spans
         return table
+
+    def _lexicon_contexts(self) -> list[torch.Tensor]:
+        """What conditions the lexicon: ``no_context``, or each category's context."""
+        if self.transitions is None:
+            return [self.no_context]
+        return list(self.category_contexts.unbind(0))
 
     def _shared_spans(
         self,
@@ -135,8 +161,10 @@ class SLM(SegmentLM):
         starts: torch.Tensor,
         lengths: torch.Tensor,
         spans: torch.Tensor,
+        context: torch.Tensor,
     ) -> torch.Tensor:
-        """``spans`` (the speller's ``[N, R + 1]``) with every span mixed with the lexicon's path."""
+        """``spans`` (the speller's ``[N, R + 1]``) with every span mixed with the lexicon's path
+        under ``context`` ([H])."""
         offsets = torch.arange(spans.shape[1], device=spans.device)
         spannable = (offsets >= 1) & (offsets <= lengths.unsqueeze(1))
         if self.config.max_segment_length is not None:  # longer entries stay impossible
@@ -149,7 +177,7 @@ class SLM(SegmentLM):
         ]
         space_follows = space_at(space, rows[run], starts[run] + length)  # after the span
         mixed = self.lexicon.mix(
-            self.no_context,
+            context,
             self.lexicon.ids(strings, spans.device),
             spans[run, length],
             space_follows,
@@ -164,6 +192,7 @@ class SLM(SegmentLM):
 
     # --- scores ----------------------------------------------------------------------------------
     def segment_scores(self, batch: SegmentedBatch) -> SegmentScores:
+        self._require_no_categories("scores of given segmentations")
         first, last = segment_bounds(batch)
         lengths = torch.where(batch.starts, last - _positions(batch) + 1, 0)
         table = self.span_runs(batch.chars, batch.space, lengths)
@@ -174,6 +203,7 @@ class SLM(SegmentLM):
         """Flip scores computed locally: one speller pass from every position over the spans that a
         flip there or next to it involves (the rest of its segment, and for a segment's first character
         also the next segment of the same word)."""
+        self._require_no_categories("flip scores")
         batch = batch.to(self.device)
         first, last = segment_bounds(batch)  # [B, L] each
         positions = _positions(batch)
@@ -204,12 +234,35 @@ class SLM(SegmentLM):
         flips = torch.where(batch.ends, split_flip, join_flip)
         return torch.where(flippable, flips, torch.zeros_like(flips))
 
+    def lexicon_description_length(self, uses: float) -> torch.Tensor:
+        """The lexicon's description length in nats (``Lexicon.description_length`` at
+        ``config.lexicon_cost`` nats per character) for ``uses`` segments; 0 without a lexicon."""
+        if self.lexicon is None or not self.config.lexicon_cost:
+            return torch.zeros((), device=self.device)
+        contexts = torch.stack(self._lexicon_contexts())  # [1 or K, H]
+        return self.lexicon.description_length(contexts, uses, self.config.lexicon_cost)
+
+    def _require_no_categories(self, what: str) -> None:
+        if self.transitions is not None:
+            raise ConfigError(
+                f"{what} are not available for slm with categories ({self.config.categories}); "
+                "it trains and segments by its marginal (segrl lm train)"
+            )
+
+    def _log_partition(
+        self, table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
+    ) -> torch.Tensor:
+        """``log p(X)`` [B] from a span table: over segmentations, and categories where there are."""
+        if self.transitions is None:
+            return lattice.log_partition(table, space, lengths)
+        return morphotactics.log_partition(table, space, lengths, self.transitions())
+
     # --- over all segmentations ------------------------------------------------------------------
     def log_marginal(self, chars: CharBatch) -> torch.Tensor:
         """Differentiable ``[B]`` exact ``log p(X)``, summed over every segmentation."""
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
-        return lattice.log_partition(self.span_table(chars, space), space, chars.lengths)
+        return self._log_partition(self.span_table(chars, space), space, chars.lengths)
 
     def marginal_loss(self, chars: CharBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """``-log p(X)`` per character (to minimise), and its value in bits per character; with
@@ -220,8 +273,9 @@ class SLM(SegmentLM):
         table = self.span_table(chars, space)  # [B, L, R + 1]
         if self.config.length_penalty:
             lengths = torch.arange(table.shape[2], device=table.device, dtype=table.dtype)
-            table = table - self.config.length_penalty * lengths.square()
-        total = lattice.log_partition(table, space, chars.lengths)
+            penalty = self.config.length_penalty * lengths.square()  # [R + 1]
+            table = table - penalty.view(-1, *[1] * (table.dim() - 3))
+        total = self._log_partition(table, space, chars.lengths)
         loss = -total.sum() / (chars.lengths + 1).sum()
         return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
 
@@ -232,7 +286,14 @@ class SLM(SegmentLM):
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
         table = self.span_table(chars, space)
-        return lattice.boundary_marginals(table, space, chars.lengths) * chars.mask
+        partition = None
+        if self.transitions is not None:
+            transitions = self.transitions()
+
+            def partition(leaf: torch.Tensor) -> torch.Tensor:
+                return morphotactics.log_partition(leaf, space, chars.lengths, transitions)
+
+        return lattice.boundary_marginals(table, space, chars.lengths, partition) * chars.mask
 
     @torch.no_grad()
     def word_boundary_posteriors(self, chars: CharBatch) -> torch.Tensor:
@@ -269,6 +330,9 @@ class SLM(SegmentLM):
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
         table = self.span_table(chars, space)
+        if self.transitions is not None:
+            ends, _, best = morphotactics.viterbi(table, space, chars.lengths, self.transitions())
+            return SegmentedBatch.from_ends(self.vocab, chars, ends), best
         best, back = lattice.forward(table, space, chars.lengths, viterbi=True)
         ends = lattice.backtrack(back, space, chars.lengths)
         return SegmentedBatch.from_ends(self.vocab, chars, ends), best
