@@ -16,8 +16,7 @@ from typing import Any, ClassVar
 from segrl.data.corpus import PLACEHOLDER, Corpus
 from segrl.errors import ModelError
 from segrl.files import atomic_folder
-
-META_FILE = "segmenter.json"
+from segrl.model_files import CLASSIC_META_FILE as META_FILE
 
 
 class Segmenter(ABC):
