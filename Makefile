@@ -49,9 +49,12 @@ test-fast: $(STAMP)
 ui-check: $(STAMP)
 	$(PYTHON) tools/ui_check.py --out ui-check
 
+# ruff, and the import contracts that keep the layers (pyproject's [tool.importlinter];
+# docs/architecture.md)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

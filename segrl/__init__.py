@@ -8,8 +8,7 @@ string (``segrl/CharSegment-v0``, ``segrl/SentenceSegment-v0``), so ``gymnasium.
 import gymnasium
 
 from segrl.errors import ConfigError, DataError, ModelError, SegrlError, TrackingError
-
-__version__ = "0.1.0"
+from segrl.version import __version__
 
 ENVIRONMENTS = {
     "segrl/CharSegment-v0": "segrl.envs.char_segment:CharSegmentEnv",
@@ -27,11 +26,11 @@ for _env_id, _entry_point in ENVIRONMENTS.items():
         )
 
 
-def load_segmenter(source, device: str = "cpu"):  # noqa: ANN201 - see segrl.artifacts
+def load_segmenter(source, device: str = "cpu"):  # noqa: ANN201 - see segrl.loading
     """A trained segmenter of any kind from a folder or an MLflow URI (``runs:/RUN_ID/model``,
     ``models:/NAME/VERSION``), with ``segment_words`` and ``segment_sentences``
-    (``segrl.artifacts.load_segmenter``)."""
-    from segrl.artifacts import load_segmenter as load
+    (``segrl.loading.load_segmenter``)."""
+    from segrl.loading import load_segmenter as load
 
     return load(source, device)
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from segrl import __version__
 from segrl.errors import ModelError
+from segrl.version import __version__
 
 RNG_KEY = "_rng"
 VERSION_KEY = "_segrl_version"

@@ -46,7 +46,7 @@ def gold_label(path: str | None) -> str:
 
 def evaluate_model(model: str, golds: Sequence[str | None]) -> list[GoldScores]:
     """A trained segmenter (folder or MLflow URI) on each gold file (None: the bundled set)."""
-    from segrl.artifacts import load_segmenter
+    from segrl.loading import load_segmenter
 
     segmenter = load_segmenter(model)
     out = []

@@ -38,7 +38,7 @@ def format_word(
 
 def format_sentence(sentence: str, segments: Sequence[str], fmt: str, separator: str = "-") -> str:
     """One output line for a sentence whose ``segments`` have each space between words as a
-    segment of its own (``segrl.artifacts.LoadedSegmenter.segment_sentences``)."""
+    segment of its own (``segrl.loading.LoadedSegmenter.segment_sentences``)."""
     words = split_words(segments)
     if fmt == "sigmorphon":
         return f"{sentence}\t" + " ".join(" @@".join(w) for w in words)

@@ -37,6 +37,8 @@ from segrl.config import flatten_config, save_config
 from segrl.errors import TrackingError
 from segrl.files import folder_problem
 from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, F1_BY_LENGTH
+from segrl.model_files import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
+from segrl.version import __version__
 
 SEGMENTER_TAG = "segrl.segmenter"
 KIND_TAG = "segrl.kind"
@@ -262,8 +264,6 @@ def check_artifact_folder(location: str, uri: str) -> None:
 def version_tags() -> dict[str, str]:
     """``segrl.version``, and ``segrl.git_commit`` where segrl runs from a git checkout (with
     ``-dirty`` when it has uncommitted changes)."""
-    from segrl import __version__
-
     tags = {"segrl.version": __version__}
     root = Path(__file__).resolve().parents[1]
     if (root / ".git").exists():
@@ -429,34 +429,10 @@ def length_figure(name: str, by_length: Mapping[str, float], overall: float | No
     return figure
 
 
-class SegmenterModel(mlflow.pyfunc.PythonModel):
-    """A trained segrl segmenter as an MLflow ``pyfunc`` model: ``predict(["unexpectedly"])`` gives
-    ``[["un", "expected", "ly"]]``. A text with whitespace is a sentence: its segments have the
-    spaces between words as segments of their own (``segment_sentences``)."""
-
-    def load_context(self, context: Any) -> None:
-        from segrl.artifacts import SEGMENTER_ARTIFACT, load_segmenter
-
-        self.segmenter = load_segmenter(context.artifacts[SEGMENTER_ARTIFACT])
-
-    def predict(self, context: Any, model_input: list[str], params: Any = None) -> list[list[str]]:
-        sentences = [i for i, text in enumerate(model_input) if len(text.split()) > 1]
-        chosen = set(sentences)
-        out = self.segmenter.segment_words(
-            ["" if i in chosen else text.strip() for i, text in enumerate(model_input)]
-        )
-        found = self.segmenter.segment_sentences([model_input[i] for i in sentences])
-        for i, segments in zip(sentences, found, strict=True):
-            out[i] = segments
-        return out
-
-
 def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
     """Log the saved segmenter in ``folder`` as the active run's MLflow model (artifact path
     ``model``, with an input example and its signature; ``register``: also a new version of that
     registered model). Returns its URI, ``runs:/RUN_ID/model``."""
-    from segrl.artifacts import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
-
     folder = Path(folder)
     with tempfile.TemporaryDirectory() as tmp:
         if folder.name != SEGMENTER_ARTIFACT:  # MLflow keeps an artifact folder's own name
@@ -466,9 +442,6 @@ def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
 
 
 def _log_pyfunc(folder: Path, register: str | None) -> None:
-    from segrl import __version__
-    from segrl.artifacts import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
-
     mlflow.pyfunc.log_model(
         name=MODEL_ARTIFACT,
         python_model=str(Path(__file__).with_name("pyfunc_model.py")),

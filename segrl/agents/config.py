@@ -12,6 +12,9 @@ from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
 from segrl.evaluators.registry import EvaluatorConfig
 
+AGENT_NAMES = ("reinforce", "ppo", "ppo-batched")
+"""The training algorithms ``segrl train --agent`` knows; ``segrl.agents.registry.AGENTS`` maps each
+to its job (the registry imports the jobs, which import this config, so the names live here)."""
 PerActionGradient = Literal["sampled", "expected", "forward-kl"]
 
 DEFAULT_ENTROPY = {"per-action": 2.0, "sequence": 0.05}
@@ -192,10 +195,10 @@ class TrainConfig:
     """Stop training after this many minutes (checkpointed and evaluated as at the last step)."""
 
     def validate(self) -> None:
-        from segrl.agents.registry import AGENTS
-
-        if self.agent not in AGENTS:
-            raise ConfigError(f"unknown agent {self.agent!r}; choose one of: {', '.join(AGENTS)}")
+        if self.agent not in AGENT_NAMES:
+            raise ConfigError(
+                f"unknown agent {self.agent!r}; choose one of: {', '.join(AGENT_NAMES)}"
+            )
         self.segmenter.validate()
         self.env.validate()
         self.ppo.validate()

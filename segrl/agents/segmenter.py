@@ -14,11 +14,11 @@ import numpy as np
 import torch
 
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
-from segrl.artifacts import AGENT_META_FILE
 from segrl.data import CharVocab
 from segrl.errors import ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
 from segrl.files import atomic_folder
+from segrl.model_files import AGENT_META_FILE
 from segrl.runtime import eval_mode
 
 POLICY_FILE = "policy.pt"

@@ -16,8 +16,7 @@ from typing import Any, ClassVar
 from segrl.data.corpus import PLACEHOLDER, Corpus
 from segrl.errors import ModelError
 from segrl.files import atomic_folder
-
-META_FILE = "segmenter.json"
+from segrl.model_files import CLASSIC_META_FILE as META_FILE
 
 
 class Segmenter(ABC):
@@ -25,6 +24,14 @@ class Segmenter(ABC):
     file, ``_save_files``/``_load_files``."""
 
     method: ClassVar[str]
+    _classes: ClassVar[dict[str, type[Segmenter]]] = {}
+    """Every segmenter class by its ``method``, each entered as it is defined, so that ``load``
+    finds the class of a saved segmenter without importing the registry above this module."""
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if "method" in cls.__dict__:
+            Segmenter._classes[cls.method] = cls
 
     def __init__(self, **options: Any):
         self.options = options
@@ -83,8 +90,6 @@ class Segmenter(ABC):
     @classmethod
     def load(cls, path: str | Path) -> Segmenter:
         """Load a segmenter saved by ``save`` (of this class, or of any class when called on ``Segmenter``)."""
-        from segrl.baselines.registry import segmenter_class
-
         path = Path(path)
         try:
             meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
@@ -95,7 +100,12 @@ class Segmenter(ABC):
             raise ModelError(
                 f"{path / META_FILE}: not a segrl segmenter description ({e})"
             ) from None
-        klass = segmenter_class(method)
+        klass = Segmenter._classes.get(method)
+        if klass is None:
+            raise ModelError(
+                f"{path}: a {method!r} segmenter, which this segrl does not know (it knows "
+                f"{', '.join(Segmenter._classes)})"
+            )
         if cls is not Segmenter and not issubclass(klass, cls):
             raise ModelError(f"{path}: holds a {method} segmenter, not a {cls.method} one")
         segmenter = klass(**meta.get("options", {}))

@@ -100,8 +100,8 @@ def detect_input_format(lines: Iterator) -> tuple[str, Iterator]:
 def run_segment(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from segrl.artifacts import load_segmenter
     from segrl.formats import format_sentence, format_word
+    from segrl.loading import load_segmenter
 
     if not args.separator:
         raise DataError("--separator must not be empty")

@@ -1,4 +1,5 @@
-"""Trained segmenters as artifacts: one loader for every kind of segmenter segrl trains.
+"""One loader for every kind of segmenter segrl trains (it imports every kind, so it sits at the top
+of the layers: ``docs/architecture.md``).
 
     >>> seg = load_segmenter("runs/reinforce-bilstm-lm-per-action-posterior")   # a run folder
     >>> seg = load_segmenter("runs:/0123abcd/model")                             # an MLflow run
@@ -26,16 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from segrl.errors import ModelError
+from segrl.model_files import AGENT_META_FILE, CLASSIC_META_FILE, MODEL_ARTIFACT, SEGMENTER_ARTIFACT
 
 KINDS = ("classic", "agent", "slm", "units")
 """What a saved segmenter can be: a classic segmenter (Morfessor, BPE, unigram, trivial), an RL
 agent's policy, a segmental LM (Viterbi), a unit model (segments read off its attention)."""
-MODEL_ARTIFACT = "model"
-"""The artifact path of a run's MLflow model: ``runs:/RUN_ID/model``."""
-SEGMENTER_ARTIFACT = "segmenter"
-"""The name of the segmenter folder inside an MLflow model's artifacts."""
-AGENT_META_FILE = "agent_segmenter.json"
-"""What marks a saved agent segmenter's folder (``segrl.agents.AgentSegmenter.save``)."""
 _URI_SCHEMES = ("runs:", "models:", "mlflow-artifacts:", "s3:", "gs:", "wasbs:", "dbfs:", "file:")
 
 
@@ -136,11 +132,9 @@ def segmenter_folder(folder: Path) -> tuple[str, Path]:
 
 
 def _kind_of(folder: Path) -> str | None:
-    from segrl.baselines.base import META_FILE as CLASSIC_META
-
     if (folder / AGENT_META_FILE).exists():
         return "agent"
-    if (folder / CLASSIC_META).exists():
+    if (folder / CLASSIC_META_FILE).exists():
         return "classic"
     if (folder / "model.pt").exists():
         return "units" if (folder / "config.toml").exists() else "slm"
