@@ -15,6 +15,7 @@ import torch
 
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
 from segrl.artifacts import AGENT_META_FILE
+from segrl.checkpoint import load_tensor_file
 from segrl.data import CharVocab
 from segrl.errors import ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
@@ -125,7 +126,7 @@ class AgentSegmenter:
             policy = SegmenterPolicy(
                 len(vocab), meta["n_actions"], meta["max_len"], config, meta["separator_id"]
             )
-            state = torch.load(path / POLICY_FILE, map_location=device, weights_only=True)
+            state = load_tensor_file(path / POLICY_FILE, device, what="segmenter policy")
             policy.load_state_dict(state)
         except FileNotFoundError as e:
             raise ModelError(
