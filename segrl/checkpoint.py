@@ -22,7 +22,7 @@ import pickle
 import random
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,30 @@ def _first_line(error: Exception) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(advice)]
     return lines[0].split(". ")[0] if lines else type(error).__name__
+
+
+def load_weights(module: torch.nn.Module, state: Any, path: Path, fits: str) -> None:
+    """``module.load_state_dict(state)``, or a one-line ``ModelError`` naming ``path`` and what does
+    not fit (``fits``: what the module was built from, e.g. ``"its config.toml"``)."""
+    if not isinstance(state, Mapping):
+        raise ModelError(f"{path}: holds a {type(state).__name__}, not a model's weights")
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    reshaped = [
+        f"{k} is {list(state[k].shape)}, not {list(expected[k].shape)}"
+        for k in expected
+        if isinstance(state.get(k), torch.Tensor) and state[k].shape != expected[k].shape
+    ]
+    problems = [f"{len(missing)} missing, as {missing[0]}"] if missing else []
+    problems += [f"{len(unexpected)} unexpected, as {unexpected[0]}"] if unexpected else []
+    problems += reshaped[:1]
+    if problems:
+        raise ModelError(f"{path}: weights that do not fit {fits} ({'; '.join(problems)})")
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise ModelError(f"{path}: weights that do not fit {fits} ({_first_line(e)})") from None
 
 
 def save_checkpoint(path: str | Path, **state: Any) -> Path:
