@@ -1,5 +1,6 @@
-"""Folders written atomically (a save interrupted half-way leaves the earlier folder intact), and the
-check that an output folder can be written before work starts."""
+"""Folders written atomically (a save interrupted half-way leaves the earlier folder intact), the
+check that an output folder can be written before work starts, and a folder held by one process at a
+time (a run folder while it trains)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from segrl.errors import ConfigError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 
 @contextlib.contextmanager
@@ -60,3 +67,50 @@ def folder_problem(path: str | Path) -> str | None:
     except OSError as e:
         return f"{existing} is not writable ({e.strerror})"
     return None
+
+
+LOCK_FILE = ".lock"
+"""The file in a folder that ``lock_folder`` locks; it holds the holder's process id."""
+_held: dict[Path, Any] = {}
+
+
+def lock_folder(path: str | Path) -> int | None:
+    """Hold the folder ``path`` (created if need be) for this process, until ``unlock_folder`` or
+    the process ends however it ends (an exclusive ``flock`` of its ``LOCK_FILE``). None once this
+    process holds it (again: holding is re-entrant), else the id of the process that holds it
+    (0 when it has not written its id yet). Where ``fcntl`` is missing (Windows), nothing is held."""
+    if fcntl is None:
+        return None
+    folder = Path(path).resolve()
+    if folder in _held:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / LOCK_FILE
+    while True:
+        handle = open(lock, "a+", encoding="utf-8")  # noqa: SIM115 - kept open while held
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            return int(holder) if holder.isdigit() else 0
+        try:  # the lock of a file its last holder removed (unlocking) holds nothing: lock anew
+            if os.stat(lock).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    _held[folder] = handle
+    return None
+
+
+def unlock_folder(path: str | Path) -> None:
+    """Let go of a folder this process holds (``lock_folder``); nothing if it holds none."""
+    handle = _held.pop(Path(path).resolve(), None)
+    if handle is not None:
+        Path(handle.name).unlink(missing_ok=True)  # while still locked: see lock_folder
+        handle.close()

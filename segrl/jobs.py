@@ -6,7 +6,8 @@ A run folder holds ``config.toml`` (the full config), ``checkpoint.pt`` (the las
 optimisers, step, data order, every RNG state), ``run.json`` (the MLflow run id, the step, whether the
 run finished) and what the trainer saves at the end. Running the same command again with the same
 ``--out`` folder resumes from the checkpoint and keeps logging to the same MLflow run; a folder that
-holds a finished run, or a checkpoint of another config, is refused.
+holds a finished run, or a checkpoint of another config, is refused, and so is a folder another
+process is training into (held with ``segrl.files.lock_folder`` from ``open`` until the job ends).
 
 A training loop reads::
 
@@ -37,7 +38,7 @@ from segrl import tracking
 from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import flatten_config, load_config, save_config
 from segrl.errors import ConfigError, ModelError
-from segrl.files import check_writable_folder
+from segrl.files import check_writable_folder, lock_folder, unlock_folder
 
 RUNS_ROOT = "runs"
 CONFIG_FILE = "config.toml"
@@ -86,19 +87,24 @@ class RunDir:
                         f"({'; '.join(differences[:5])}); run with the same options to resume it, "
                         "or give another --out folder"
                     )
+            holder = lock_folder(run.path)
+            if holder is not None:
+                raise ConfigError(
+                    f"{run.path} is in use: process {holder or '(starting)'} is training into it; "
+                    "wait for it to end (then the same command resumes), or give another --out folder"
+                )
             run.start(config)
             return run
         base = Path(default)
         check_writable_folder(base, "--out")
         for k in range(1, 10_000):
             run = cls(base if k == 1 else base.with_name(f"{base.name}-{k}"), ignore)
-            if run.finished:
+            if run.finished or (run.has_checkpoint and run.config_differences(config)):
                 continue
-            if not run.has_checkpoint:  # new, or stopped before its first checkpoint
-                run.start(config)
-                return run
-            if not run.config_differences(config):
-                return run
+            if lock_folder(run.path) is not None:  # another process is training into it
+                continue
+            run.start(config)  # new, stopped before its first checkpoint, or resumed
+            return run
         raise ConfigError(f"too many run folders named {base}-*; give --out")
 
     def start(self, config: Any) -> None:
@@ -301,6 +307,7 @@ class Job:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self.close_progress()
+        unlock_folder(self.run.path)
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             tracking.end_run_killed()
         self._stack.__exit__(exc_type, exc, tb)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from segrl.cli import EXIT_USER_ERROR, main
 
@@ -68,6 +69,68 @@ def _read_only_store(folder: Path) -> Path:
     MlflowClient(f"sqlite:///{db}").search_experiments()
     db.chmod(0o444)
     return db
+
+
+NOISE = bytes(random.Random(0).randrange(256) for _ in range(300))
+
+
+def _saved_agent(folder: Path) -> Path:
+    from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+    from segrl.agents.segmenter import AgentSegmenter
+    from segrl.data.corpus import PLACEHOLDER
+    from segrl.data.vocab import CharVocab
+
+    vocab = CharVocab.from_texts(["the cat sat"], PLACEHOLDER)
+    policy = SegmenterPolicy(len(vocab), 2, 32, SegmenterConfig(embedding_dim=8, hidden_dim=8), 1)
+    return AgentSegmenter(policy, vocab).save(folder / "agent")
+
+
+def _agent_with(name: str, content: bytes | dict) -> Callable[[Path], Path]:
+    """A saved agent segmenter whose file ``name`` is ``content`` (bytes, or tensors torch saves)."""
+
+    def make(folder: Path) -> Path:
+        saved = _saved_agent(folder)
+        if isinstance(content, bytes):
+            (saved / name).write_bytes(content)
+        else:
+            torch.save(content, saved / name)
+        return saved
+
+    return make
+
+
+def _classic_with(name: str, content: bytes) -> Callable[[Path], Path]:
+    """A Morfessor segmenter's folder (its ``segmenter.json`` as ``save`` writes it) whose file
+    ``name`` is ``content``."""
+
+    def make(folder: Path) -> Path:
+        import json
+
+        from segrl.baselines.morfessor import MODEL_FILE, MorfessorSegmenter
+        from segrl.data.corpus import PLACEHOLDER
+
+        saved = folder / "morfessor"
+        saved.mkdir()
+        meta = {"method": "morfessor", "options": MorfessorSegmenter().options, "alphabet": ["a"]}
+        (saved / "segmenter.json").write_text(json.dumps({**meta, "placeholder": PLACEHOLDER}))
+        (saved / MODEL_FILE).write_text("1 a\n", encoding="utf-8")
+        (saved / name).write_bytes(content)
+        return saved
+
+    return make
+
+
+def _units_without_config(folder: Path) -> Path:
+    from segrl.data.corpus import PLACEHOLDER
+    from segrl.data.vocab import CharVocab
+    from segrl.units.config import build_units_config
+    from segrl.units.saving import build_model, save_unit_model
+
+    vocab = CharVocab.from_texts(["the cat sat"], PLACEHOLDER)
+    config = build_units_config("transformer")
+    saved = save_unit_model(folder / "units", build_model(config, len(vocab)), vocab, config)
+    (saved / "config.toml").unlink()
+    return saved
 
 
 SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
@@ -148,6 +211,60 @@ CASES = [
         ["baseline", "--method", "characters", "--corpus", "{corpus}", *SMALL],
         _store_with_unwritable_artifacts,
         "cannot write its artifact folder",
+    ),
+    (
+        "agent-description-noise",
+        ["segment", "--model", "{f}"],
+        _agent_with("agent_segmenter.json", NOISE),
+        "agent_segmenter.json: damaged",
+    ),
+    (
+        "agent-vocab-noise",
+        ["segment", "--model", "{f}"],
+        _agent_with("vocab.json", NOISE),
+        "vocab.json",
+    ),
+    (
+        "classic-description-noise",
+        ["segment", "--model", "{f}"],
+        _classic_with("segmenter.json", NOISE),
+        "segmenter.json: not a segrl segmenter description",
+    ),
+    (
+        "policy-noise",
+        ["segment", "--model", "{f}"],
+        _agent_with("policy.pt", NOISE),
+        "policy.pt: damaged or not a segmenter policy",
+    ),
+    (
+        "policy-empty",
+        ["evaluate", "--model", "{f}"],
+        _agent_with("policy.pt", b""),
+        "policy.pt: an empty file",
+    ),
+    (
+        "policy-foreign",
+        ["segment", "--model", "{f}"],
+        _agent_with("policy.pt", {"weight": np.zeros(3, dtype=np.float32)}),
+        "policy.pt: holds pickled Python objects",
+    ),
+    (
+        "policy-of-another-model",
+        ["segment", "--model", "{f}"],
+        _agent_with("policy.pt", {"weight": torch.zeros(2, 3), "bias": torch.zeros(2)}),
+        "policy.pt: weights that do not fit the policy agent_segmenter.json describes",
+    ),
+    (
+        "morfessor-empty",
+        ["segment", "--model", "{f}"],
+        _classic_with("morfessor.segmentations.txt", b""),
+        "morfessor.segmentations.txt: no segmentations",
+    ),
+    (
+        "units-without-config",
+        ["segment", "--model", "{f}"],
+        _units_without_config,
+        "without the config.toml",
     ),
     (
         "store-read-only",

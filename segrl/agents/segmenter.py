@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+from segrl.checkpoint import load_tensor_file, load_weights
 from segrl.data import CharVocab
 from segrl.errors import ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
@@ -118,19 +119,31 @@ class AgentSegmenter:
     def load(cls, path: str | Path, device: torch.device | str = "cpu") -> AgentSegmenter:
         """Load a segmenter saved by ``save``."""
         path = Path(path)
+        meta_file = path / META_FILE
         try:
-            meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
             config = SegmenterConfig(**meta["segmenter"])
-            vocab = CharVocab.load(path / VOCAB_FILE)
-            policy = SegmenterPolicy(
-                len(vocab), meta["n_actions"], meta["max_len"], config, meta["separator_id"]
+            n_actions, max_len, separator_id = (
+                meta["n_actions"],
+                meta["max_len"],
+                meta["separator_id"],
             )
-            state = torch.load(path / POLICY_FILE, map_location=device, weights_only=True)
-            policy.load_state_dict(state)
-        except FileNotFoundError as e:
+            hide_spaces = meta["hide_spaces"]
+        except FileNotFoundError:
             raise ModelError(
-                f"{path}: no saved agent segmenter here ({e.filename} missing)"
+                f"{path}: no saved agent segmenter here ({META_FILE} missing)"
             ) from None
-        except (json.JSONDecodeError, KeyError, TypeError, RuntimeError) as e:
-            raise ModelError(f"{path}: not a loadable agent segmenter ({e})") from None
-        return cls(policy.to(device), vocab, meta["hide_spaces"], device)
+        except KeyError as e:
+            raise ModelError(f"{meta_file}: no {e} in it; was it written by segrl?") from None
+        except (ValueError, TypeError) as e:  # ValueError: not UTF-8, or not JSON
+            raise ModelError(
+                f"{meta_file}: damaged or not a segrl agent segmenter description ({e})"
+            ) from None
+        vocab = CharVocab.load(path / VOCAB_FILE)
+        try:
+            policy = SegmenterPolicy(len(vocab), n_actions, max_len, config, separator_id)
+        except (ValueError, TypeError, RuntimeError) as e:  # options edited to the wrong type
+            raise ModelError(f"{meta_file}: options that build no policy ({e})") from None
+        state = load_tensor_file(path / POLICY_FILE, device, what="segmenter policy")
+        load_weights(policy, state, path / POLICY_FILE, f"the policy {META_FILE} describes")
+        return cls(policy.to(device), vocab, hide_spaces, device)

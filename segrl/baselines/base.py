@@ -96,7 +96,7 @@ class Segmenter(ABC):
             method = meta["method"]
         except FileNotFoundError:
             raise ModelError(f"{path}: no saved segmenter here ({META_FILE} missing)") from None
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError) as e:  # ValueError: not UTF-8, or not JSON
             raise ModelError(
                 f"{path / META_FILE}: not a segrl segmenter description ({e})"
             ) from None

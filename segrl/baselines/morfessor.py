@@ -120,9 +120,12 @@ class MorfessorSegmenter(Segmenter):
         io = morfessor.MorfessorIO()
         try:
             model = morfessor.BaselineModel(corpusweight=self.options["corpusweight"])
-            model.load_segmentations(io.read_segmentation_file(str(path)))
+            segmentations = list(io.read_segmentation_file(str(path)))
+            model.load_segmentations(segmentations)
         except (OSError, ValueError, IndexError) as e:
             raise ModelError(f"{path}: cannot read the Morfessor model ({e})") from None
+        if not segmentations:
+            raise ModelError(f"{path}: no segmentations in it; damaged or not a Morfessor model")
         self.model, self._longest = model, None
 
     def _save_files(self, folder: Path) -> None:

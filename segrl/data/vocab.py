@@ -79,8 +79,12 @@ class CharVocab:
             raise ModelError(
                 f"{path}: vocabulary file missing; the model was not saved completely"
             ) from None
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError) as e:  # ValueError: not UTF-8, or not JSON
             raise ModelError(f"{path}: not a segrl character vocabulary ({e})") from None
-        if tuple(symbols[: len(SPECIALS)]) != SPECIALS or symbols[len(SPECIALS)] != placeholder:
+        if (
+            not isinstance(symbols, list)
+            or not all(isinstance(s, str) for s in symbols)
+            or tuple(symbols[: len(SPECIALS) + 1]) != (*SPECIALS, placeholder)
+        ):
             raise ModelError(f"{path}: vocabulary layout not recognised; was it written by segrl?")
         return cls(symbols[len(SPECIALS) + 1 :], placeholder)

@@ -7,13 +7,12 @@ A saved model is a folder: ``model.pt`` (weights, config, lexicon) and ``vocab.j
 from __future__ import annotations
 
 import dataclasses
-import pickle
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
+from segrl.checkpoint import load_tensor_file, load_weights
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
@@ -67,20 +66,19 @@ def load_lm(path: str | Path, device: str | torch.device = "cpu") -> SegmentLM:
     if not (path / MODEL_FILE).exists():
         raise ModelError(f"{path}: no saved language model here ({MODEL_FILE} missing)")
     vocab = CharVocab.load(path / VOCAB_FILE)
+    saved = load_tensor_file(path / MODEL_FILE, what="segrl language model")
+    if isinstance(saved, dict) and "model_name" in saved and "config" not in saved:
+        raise ModelError(
+            f"{path}: a unit model's {MODEL_FILE} without the config.toml saved beside it; give "
+            "the whole folder `segrl units train` wrote"
+        )
     try:
-        saved = torch.load(path / MODEL_FILE, map_location="cpu", weights_only=True)
         config = LMConfig(**saved["config"])
         model = build_lm(config, vocab, saved["lexicon"] or None)
-        model.load_state_dict(saved["state"])
-    except (
-        RuntimeError,
-        EOFError,
-        pickle.UnpicklingError,
-        zipfile.BadZipFile,
-        KeyError,
-        TypeError,
-    ) as e:
+        state = saved["state"]
+    except (RuntimeError, KeyError, TypeError, ValueError, IndexError) as e:
         raise ModelError(
             f"{path / MODEL_FILE}: damaged or not a segrl language model ({e})"
         ) from None
+    load_weights(model, state, path / MODEL_FILE, "its saved config")
     return model.to(device)

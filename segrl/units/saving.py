@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from segrl.checkpoint import load_checkpoint, save_checkpoint
+from segrl.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from segrl.config import save_config
 from segrl.data.vocab import CharVocab
 from segrl.errors import ModelError
@@ -65,8 +65,5 @@ def load_unit_model(
             f"{folder}: weights of model {state.get('model_name')!r} but config of {config.model!r}"
         )
     model = build_model(config, len(vocab))
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as e:
-        raise ModelError(f"{folder}: weights do not fit the saved config ({e})") from None
+    load_weights(model, state["model"], folder / MODEL_FILE, f"its {CONFIG_FILE}")
     return model.to(device).eval(), vocab, config
