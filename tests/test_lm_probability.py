@@ -286,12 +286,19 @@ def test_substring_lexicon_counts_each_word_once():
 
 def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     """The penalised marginal is ``-log sum_S p(X, S) exp(-lambda sum_k |m_k|^2)`` per character,
-    checked against every segmentation; unset, the penalty is 0.05 on word lists, 0 on text, and an
-    slm without context gets the default lexicon on word lists (on text, any other model: none)."""
+    checked against every segmentation; unset, the penalty is 0.05 on word lists (0.02 with a priced
+    lexicon), 0 on text, and an slm without context gets the default lexicon on word lists (on text,
+    any other model: none); segrl lm train's teacher prices its lexicon."""
     from dataclasses import replace
 
     from segrl.errors import ConfigError
-    from segrl.lm.config import SLM_LEXICON_SIZE, WORD_LIST_LENGTH_PENALTY, resolve_lm_config
+    from segrl.lm.config import (
+        LEXICON_COST,
+        PRICED_LEXICON_LENGTH_PENALTY,
+        SLM_LEXICON_SIZE,
+        WORD_LIST_LENGTH_PENALTY,
+        resolve_lm_config,
+    )
 
     lm = tiny("slm", context="none")
     text = TEXTS[0]
@@ -320,6 +327,24 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     assert resolve_lm_config(replace(without_context, lexicon_size=7), "text").lexicon_size == 7
     segment_lstm = replace(without_context, model="segment-lstm")
     assert resolve_lm_config(segment_lstm, "words").lexicon_size == 0
+    # a lexicon whose entries pay for their spelling takes the weaker penalty on word lists
+    priced = replace(without_context, lexicon_cost=LEXICON_COST)
+    assert resolve_lm_config(priced, "words").length_penalty == PRICED_LEXICON_LENGTH_PENALTY
+    assert PRICED_LEXICON_LENGTH_PENALTY < WORD_LIST_LENGTH_PENALTY
+    assert resolve_lm_config(priced, "text").length_penalty == 0.0
+    unpriced_lexicon = replace(priced, lexicon_size=0)  # nothing to price: the usual penalty
+    assert resolve_lm_config(unpriced_lexicon, "words").length_penalty == WORD_LIST_LENGTH_PENALTY
+    assert resolve_lm_config(replace(priced, context="lstm"), "words").length_penalty == (
+        WORD_LIST_LENGTH_PENALTY
+    )
+    from segrl.lm.segmenter import SegmenterLMConfig
+
+    teacher = resolve_lm_config(SegmenterLMConfig(), "words")
+    assert (teacher.lexicon_size, teacher.lexicon_cost, teacher.length_penalty) == (
+        SLM_LEXICON_SIZE,
+        LEXICON_COST,
+        PRICED_LEXICON_LENGTH_PENALTY,
+    )
     with pytest.raises(ConfigError, match="lexicon_size must be at least 0"):
         LMConfig(lexicon_size=-1).validate()
 

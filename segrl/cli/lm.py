@@ -118,7 +118,7 @@ def _add_lm_args(parser: argparse.ArgumentParser) -> None:
         dest="lm.lexicon_cost",
         type=float,
         metavar="X",
-        help="slm: nats per character that a lexicon entry's spelling costs once (0: none)",
+        help="slm: nats per character that a lexicon entry's spelling costs once (default 3; 0: none)",
     )
     group.add_argument(
         "--categories",

@@ -21,6 +21,16 @@ WORD_LIST_LENGTH_PENALTY = 0.05
 """The length penalty on word lists: without one the marginal likelihood keeps every word whole
 (boundary F1 0 in English, Hungarian, Spanish and Czech); 0.05 and 0.1 did about equally well across
 the four, 0.1 over-split English and hurt running text most (docs/results.md)."""
+PRICED_LEXICON_LENGTH_PENALTY = 0.02
+"""The length penalty on word lists for an ``slm`` whose lexicon entries pay for their spelling
+(``lexicon_cost`` above 0): the description length already moves mass from long entries to their
+parts, and with 0.05 on top English over-split (boundary F1 0.51 against 0.58 at 0.02; the teacher
+study, docs/studies/2026-11-26-teacher.md)."""
+LEXICON_COST = 3.0
+"""``segrl lm train``'s ``lexicon_cost``: 3 nats per character of an entry's spelling (about the
+entropy of a letter, as in Morfessor's lexicon code). With the length penalty at 0.02 it raised
+boundary F1 over the unpriced lexicon in English, Hungarian and Spanish and lowered it in Czech (three
+seeds each; 10 did worse in all four; the teacher study)."""
 SLM_LEXICON_SIZE = 100_000
 """The lexicon of an ``slm`` without context on a word list unless one is given (``segrl lm
 train``): the 100,000 substrings found in the most training word types. Against no lexicon it raised
@@ -76,7 +86,9 @@ class LMConfig:
     A plain marginal likelihood is highest with whole words (a speller that continues a word predicts
     its next character better than one that starts a new segment); the penalty makes the model put
     its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``.
-    None: ``WORD_LIST_LENGTH_PENALTY`` on a word list, 0 on running text (``resolve_lm_config``)."""
+    None: on a word list ``WORD_LIST_LENGTH_PENALTY``, or ``PRICED_LEXICON_LENGTH_PENALTY`` for an
+    ``slm`` with a lexicon whose entries pay for their spelling; 0 on running text
+    (``resolve_lm_config``)."""
 
     def validate(self, prefix: str = "") -> None:
         check_choices(self, prefix)
@@ -96,13 +108,17 @@ def lm_config(config: LMConfig) -> LMConfig:
 
 
 def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
-    """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``length_penalty``
-    (``words``: ``WORD_LIST_LENGTH_PENALTY``; ``text``: 0) and ``lexicon_size`` (``SLM_LEXICON_SIZE``
-    for an ``slm`` without context, which alone can mix one, on a word list; else 0)."""
+    """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``lexicon_size``
+    (``SLM_LEXICON_SIZE`` for an ``slm`` without context, which alone can mix one, on a word list;
+    else 0) and ``length_penalty`` (``text``: 0; ``words``: ``PRICED_LEXICON_LENGTH_PENALTY`` for
+    an ``slm`` whose lexicon entries pay for their spelling, else ``WORD_LIST_LENGTH_PENALTY``)."""
     changes: dict[str, object] = {}
-    if config.length_penalty is None:
-        changes["length_penalty"] = WORD_LIST_LENGTH_PENALTY if corpus_kind == "words" else 0.0
-    if config.lexicon_size is None:
+    lexicon_size = config.lexicon_size
+    if lexicon_size is None:
         lexicon = config.model == "slm" and config.context == "none" and corpus_kind == "words"
-        changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
+        lexicon_size = changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
+    if config.length_penalty is None:
+        priced = config.model == "slm" and lexicon_size and config.lexicon_cost > 0
+        word_list = PRICED_LEXICON_LENGTH_PENALTY if priced else WORD_LIST_LENGTH_PENALTY
+        changes["length_penalty"] = word_list if corpus_kind == "words" else 0.0
     return dataclasses.replace(config, **changes) if changes else config

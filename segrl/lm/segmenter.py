@@ -33,7 +33,7 @@ from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import iterate_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
-from segrl.lm.config import LMConfig, LMContext, LMTexts, resolve_lm_config
+from segrl.lm.config import LEXICON_COST, LMConfig, LMContext, LMTexts, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
@@ -58,6 +58,10 @@ class SegmenterLMConfig(LMConfig):
     """None: on a word list ``SLM_LEXICON_SIZE`` substrings mixed with the speller
     (``segrl.lm.lexicon``), so that reusing a morph across words pays; on running text none; 0:
     every segment spelled."""
+    lexicon_cost: float = LEXICON_COST
+    """Nats per character that a lexicon entry's spelling costs once, when the corpus uses it
+    (``segrl.lm.lexicon``): Morfessor's lexicon code, so that long entries that a few words share
+    give way to their parts. 0: the plain marginal likelihood."""
 
 
 @dataclass
