@@ -158,7 +158,7 @@ def prepare_job(
 def open_run(config: TrainConfig) -> RunDir:
     """The run folder of an agent's training job (``--out``, else ``runs/<name>``)."""
     default = Path(RUNS_ROOT) / (config.tracking.run_name or config.name)
-    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES)
+    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES, config.steps)
 
 
 def agent_job(
