@@ -1,24 +1,39 @@
 """The one training-job skeleton: every trainer (the agents, the unit models, ``segrl lm train``) keeps
-its run in a run folder, resumes from it, stops on request, shows progress, keeps a work budget (and an
-optional time limit), checkpoints at a fixed cadence and logs into one MLflow run.
+its run in a run folder, resumes from it, stops on request, shows progress, keeps a work budget of
+steps (and an optional time limit), logs, evaluates and checkpoints at cadences given once, logs into
+one MLflow run, and ends the same way.
 
 A run folder holds ``config.toml`` (the full config), ``checkpoint.pt`` (the last checkpoint: models,
 optimisers, step, data order, every RNG state), ``run.json`` (the MLflow run id, the step, whether the
-run finished) and what the trainer saves at the end. Running the same command again with the same
-``--out`` folder resumes from the checkpoint and keeps logging to the same MLflow run; a folder that
-holds a finished run, or a checkpoint of another config, is refused, and so is a folder another
-process is training into (held with ``segrl.files.lock_folder`` from ``open`` until the job ends).
+run finished, with which budget and metrics) and what the trainer saves at the end. Running the same
+command again with the same ``--out`` folder resumes from the checkpoint and keeps logging to the
+same MLflow run; a folder that holds a finished run is refused (unless the run kept its checkpoint and
+a larger budget is asked for: it continues), as is a checkpoint of another config, and so is a folder
+another process is training into (held with ``segrl.files.lock_folder`` from ``open`` until the job
+ends).
 
-A training loop reads::
+A trainer builds its models, then reads::
 
-    run = RunDir.open(config, config.out, default=Path("runs") / name, ignore=RESUMABLE)
-    state = run.load()                                   # None on a fresh run
-    with Job(run, config, steps, experiment, run_name, ...) as job:
-        while step < steps:
-            ...one update...
-            step += 1
-            if job.end_step(step, stats, save):          # checkpoint cadence, Ctrl-C, time limit
-                break
+    run = RunDir.open(config, config.out, default=Path(RUNS_ROOT) / "name", ignore=RESUMABLE)
+
+    def save() -> dict:                         # the trainer's part of a checkpoint
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+
+    def restore(state: dict) -> None:           # a checkpoint back into the fresh model
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+
+    job = Job(run, config, steps=steps, experiment="segrl", run_name="name", save=save,
+              restore=restore, evaluate=evaluate, log_every=10, eval_every=100,
+              checkpoint_every=50)
+    with job:                                   # restores the checkpoint, if any; starts MLflow
+        for step in job.loop():                 # from the resumed step + 1 to ``steps``
+            stats = update()                    # the trainer's update: {"loss": ...}
+            job.end_step(step, stats)           # log, evaluate, checkpoint where due; stop
+        metrics = job.finish(final)             # final(step) -> metrics; run marked finished
+
+``segrl.agents.sb3`` has no loop of its own: SB3's ``learn`` runs it, and callbacks call
+``end_step`` after each PPO iteration.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ import json
 import signal
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -67,26 +83,28 @@ class RunDir:
         out: str | Path | None,
         default: str | Path,
         ignore: Collection[str] = (),
+        steps: int | None = None,
     ) -> RunDir:
         """The run folder for ``config``: ``out`` (resumed when it holds an unfinished run of the
-        same config), else the first of ``default``, ``default-2``, ... that holds an unfinished run
+        same config, or a finished one that kept its checkpoint and ``steps``, the budget, is now
+        larger), else the first of ``default``, ``default-2``, ... that holds an unfinished run
         with the same config (resumed), or the first free one."""
         if out:
             check_writable_folder(out, "--out")
             run = cls(Path(out), ignore)
-            if run.finished:
-                raise ConfigError(
-                    f"{run.path} holds a finished run (step {run.info.get('step')}); give another "
-                    "--out folder to train again"
-                )
             if run.has_checkpoint:
                 differences = run.config_differences(config)
                 if differences:
                     raise ConfigError(
-                        f"{run.path} holds an unfinished run with a different config "
+                        f"{run.path} holds a run with a different config "
                         f"({'; '.join(differences[:5])}); run with the same options to resume it, "
                         "or give another --out folder"
                     )
+            if run.finished and not run.extends(steps):
+                raise ConfigError(
+                    f"{run.path} holds a finished run (step {run.info.get('step')}); give another "
+                    "--out folder to train again"
+                )
             holder = lock_folder(run.path)
             if holder is not None:
                 raise ConfigError(
@@ -181,10 +199,23 @@ class RunDir:
                 f"({e.strerror}); {kept}. Make {self.path} writable and run again to resume."
             ) from None
 
-    def finish(self, **values: Any) -> None:
-        """Mark the run finished (a re-run with this folder is refused) and drop its checkpoint."""
+    def finish(self, keep_checkpoint: bool = True, **values: Any) -> None:
+        """Mark the run finished: a re-run with this folder is refused, unless it asks for a larger
+        budget and the checkpoint was kept (``open``)."""
         self.update_info(finished=True, **values)
-        self.checkpoint_path.unlink(missing_ok=True)
+        if not keep_checkpoint:
+            self.checkpoint_path.unlink(missing_ok=True)
+
+    def extends(self, steps: int | None) -> bool:
+        """Whether a budget of ``steps`` continues this finished run: it is larger than the one the
+        run finished with, and the run kept its checkpoint."""
+        finished_with = self.info.get("steps")
+        return (
+            self.has_checkpoint
+            and steps is not None
+            and finished_with is not None
+            and steps > finished_with
+        )
 
 
 @contextlib.contextmanager
@@ -209,19 +240,32 @@ def stop_requests() -> Iterator[threading.Event]:
 
 
 class Job:
-    """A training job's MLflow run, stop requests, progress bar, checkpoint cadence and limits.
+    """A training job: its MLflow run, resumption, stop requests, progress bar, and the cadences of
+    its loop (logging, evaluation, checkpoints), given once; the trainer supplies its update (the
+    body of ``loop``) and what to save, restore, evaluate and do at the end.
 
-    Entering it starts the MLflow run, or continues the one ``run.json`` names when ``resumed_from``
-    is a step; a run interrupted by Ctrl-C ends as KILLED in MLflow. ``end_step`` is what every loop
-    calls after an update.
+    Entering it restores the run folder's checkpoint, if there is one (every RNG state, then
+    ``restore(state)``), and starts the MLflow run, or continues the one ``run.json`` names. A run
+    interrupted by Ctrl-C ends as KILLED in MLflow.
 
     Args:
         run: the run folder.
         config: the job's config (logged as parameters on a fresh run).
-        steps: the work budget (updates); ``initial`` of the progress bar is ``resumed_from``.
-        checkpoint_every: checkpoint after every this many steps (and at the last one).
-        max_minutes: an optional time limit for this session; checkpointed when it is reached.
+        steps: the work budget (updates).
+        save: ``save() -> state``: the trainer's part of a checkpoint (models, optimisers, data
+            order); the job adds the step and the training seconds.
+        restore: ``restore(state)``: load a checkpoint's state into the freshly built trainer.
+        evaluate: ``evaluate(step) -> metrics`` (logged by it), every ``eval_every`` steps before the
+            last (the end's evaluation follows the last step).
+        log_every: log the means of the stats of the steps since the last log (``train/...``, or
+            ``log_prefix``) every this many steps and at the last one.
+        checkpoint_every: checkpoint after every this many steps, at the last one, and on a stop.
+        max_minutes: an optional time limit for this session: the loop ends (checkpointed) when it
+            is reached, and the run ends as it would at its budget.
         on_step: ``on_step(step, stats) -> bool``; True stops as a Ctrl-C does.
+        metric_step: MLflow steps per job step (SB3 logs at decisions taken).
+        show: keys of the logged means or evaluation metrics shown beside the progress bar.
+        map_location: where the checkpoint's tensors are loaded.
     """
 
     def __init__(
@@ -232,11 +276,19 @@ class Job:
         steps: int,
         experiment: str,
         run_name: str,
+        save: Callable[[], dict[str, Any]],
+        restore: Callable[[dict[str, Any]], None],
+        evaluate: Callable[[int], Mapping[str, float]] | None = None,
         tags: Mapping[str, str] | None = None,
-        resumed_from: int | None = None,
+        log_every: int = 1,
+        eval_every: int | None = None,
         checkpoint_every: int = 100,
         max_minutes: float | None = None,
         on_step: Callable[[int, dict[str, float]], bool] | None = None,
+        log_prefix: str = "train/",
+        metric_step: int = 1,
+        show: Collection[str] = (),
+        map_location: Any = None,
         desc: str = "training",
     ):
         self.run = run
@@ -244,14 +296,32 @@ class Job:
         self.steps = steps
         self.experiment = experiment
         self.run_name = run_name
+        self.save_state = save
+        self.restore_state = restore
+        self.evaluate = evaluate
         self.tags = dict(tags or {})
-        self.resumed_from = resumed_from
+        self.log_every = log_every
+        self.eval_every = eval_every
         self.checkpoint_every = checkpoint_every
         self.max_minutes = max_minutes
         self.on_step = on_step
+        self.log_prefix = log_prefix
+        self.metric_step = metric_step
+        self.show = tuple(show)
+        self.map_location = map_location
         self.desc = desc
+        self.step = 0
+        """The last step made (the checkpoint's step on a resumed run, until the loop starts)."""
+        self.resumed_from: int | None = None
+        """The checkpoint's step on a resumed run; None on a fresh one."""
+        self.previous_seconds = 0.0
+        """Training seconds of the sessions before this one."""
+        self.interrupted = False
         self.stop = threading.Event()
         self.progress: tqdm | None = None
+        self._end = False
+        self._window: dict[str, list[float]] = defaultdict(list)
+        self._shown: dict[str, str] = {}
         self._stack = contextlib.ExitStack()
         self._started = 0.0
 
@@ -260,9 +330,20 @@ class Job:
         """Seconds since this session's training started (``__enter__``)."""
         return time.perf_counter() - self._started
 
+    @property
+    def train_seconds(self) -> float:
+        """Training seconds in all, across interruptions."""
+        return self.previous_seconds + self.session_seconds
+
+    # --- start ---------------------------------------------------------------------------------------
     def __enter__(self) -> Job:
-        resume_id = self.run.info.get("mlflow_run_id") if self.resumed_from is not None else None
-        if self.resumed_from is not None and resume_id is None:
+        state = self.run.load(map_location=self.map_location)  # restores every RNG state
+        if state is not None:
+            self.restore_state(state)
+            self.step = self.resumed_from = state["step"]
+            self.previous_seconds = state.get("elapsed_seconds", 0.0)
+        resume_id = self.run.info.get("mlflow_run_id") if state is not None else None
+        if state is not None and resume_id is None:
             print(
                 f"warning: {self.run.path / RUN_FILE} names no MLflow run; the resumed run logs "
                 "into a new MLflow run",
@@ -274,36 +355,99 @@ class Job:
         if resume_id is not None:
             self._stack.enter_context(tracking.resuming(resume_id))
         self.stop = self._stack.enter_context(stop_requests())
-        self.run.update_info(mlflow_run_id=tracking.active_run_id())
+        self.run.update_info(mlflow_run_id=tracking.active_run_id(), finished=False)
         self._started = time.perf_counter()
+        if self.resumed_from is not None:
+            print(
+                f"resuming {self.run.path} from step {self.resumed_from} of {self.steps}",
+                flush=True,
+            )
         return self
 
-    def start_progress(self, initial: int = 0) -> tqdm:
-        """The progress bar over the job's steps (started when the loop starts)."""
-        self.progress = tqdm(
-            total=self.steps, initial=initial, desc=self.desc, unit="step", leave=False
-        )
-        return self.progress
+    # --- the loop ------------------------------------------------------------------------------------
+    def loop(self) -> Iterator[int]:
+        """The numbers of the updates left (from the resumed step + 1 to ``steps``): the body makes
+        update ``step`` and calls ``end_step``. It ends early where ``end_step`` says so; after a
+        stop request it raises ``TrainingInterrupted`` (the checkpoint is saved)."""
+        while self.step < self.steps and not self._end:
+            yield self.step + 1
+        self.raise_if_interrupted()
 
-    def end_step(self, step: int, stats: dict[str, float], save: Callable[[], None]) -> bool:
-        """After update ``step``: checkpoint where due; on a stop request (Ctrl-C, or ``on_step``
-        returning True) checkpoint and raise ``TrainingInterrupted``; True once the time limit is
-        reached (checkpointed)."""
-        stopping = self.stop.is_set() or (self.on_step is not None and self.on_step(step, stats))
-        if step % self.checkpoint_every == 0 or step == self.steps or stopping:
-            save()
-        if stopping:
+    def end_step(self, step: int, stats: Mapping[str, float]) -> bool:
+        """After update ``step`` (``stats``: its numbers, averaged into the log): log, evaluate
+        and checkpoint where due; True when the loop must end here (a stop request, the time limit,
+        or ``finish_early``), checkpointed."""
+        self.step = step
+        if self.progress is None:
+            self.progress = tqdm(
+                total=self.steps, initial=step - 1, desc=self.desc, unit="step", leave=False
+            )
+        self.progress.update(1)
+        for key, value in stats.items():
+            self._window[key].append(value)
+        if self.logged(step):
+            means = {f"{self.log_prefix}{k}": sum(v) / len(v) for k, v in self._window.items()}
+            tracking.log_metrics(means, step=step * self.metric_step)
+            self._window.clear()
+            self._show({k[len(self.log_prefix) :]: v for k, v in means.items()})
+        evaluating = self.evaluate is not None and self.eval_every and step < self.steps
+        if evaluating and step % self.eval_every == 0:
+            self._show(self.evaluate(step * self.metric_step))
+        if self.stop.is_set() or (self.on_step is not None and self.on_step(step, dict(stats))):
+            self.interrupted = self._end = True
+        elif self.max_minutes is not None and self.session_seconds > 60 * self.max_minutes:
+            self._end = True
+        if step % self.checkpoint_every == 0 or step == self.steps or self._end:
+            self.save()
+        if self.interrupted:
             self.close_progress()
-            raise TrainingInterrupted(f"stopped at step {step}; run again to resume")
-        if self.max_minutes is not None and self.session_seconds > 60 * self.max_minutes:
-            save()
-            return True
-        return False
+        return self._end
+
+    def logged(self, step: int) -> bool:
+        """Whether ``end_step`` logs at ``step`` (every ``log_every`` steps and at the last)."""
+        return step % self.log_every == 0 or step == self.steps
+
+    @property
+    def ending(self) -> bool:
+        """Whether the loop ends after the step just made (see ``end_step``)."""
+        return self._end
+
+    def finish_early(self) -> None:
+        """End the loop after this step (early stopping); the run then ends as at its budget."""
+        self._end = True
+
+    def raise_if_interrupted(self) -> None:
+        """``TrainingInterrupted`` after a stop request (the checkpoint is saved)."""
+        if self.interrupted:
+            raise TrainingInterrupted(f"stopped at step {self.step}; run again to resume")
+
+    def save(self) -> None:
+        """Checkpoint the last step made: the trainer's state, the step, the training seconds."""
+        self.run.save(step=self.step, elapsed_seconds=self.train_seconds, **self.save_state())
+
+    def _show(self, values: Mapping[str, float]) -> None:
+        shown = {k: f"{values[k]:.3f}" for k in self.show if k in values}
+        if shown and self.progress is not None:
+            self._shown.update(shown)
+            self.progress.set_postfix(self._shown)
 
     def close_progress(self) -> None:
         if self.progress is not None:
             self.progress.close()
             self.progress = None
+
+    # --- the end -------------------------------------------------------------------------------------
+    def finish(
+        self, final: Callable[[int], dict[str, float]], keep_checkpoint: bool = True
+    ) -> dict[str, float]:
+        """The end of every trainer: ``final(step) -> metrics`` (the trainer's final evaluation and
+        saved model, logged by it), then the run marked finished with its metrics and budget. The
+        checkpoint stays (a larger budget continues the run, ``RunDir.open``) unless
+        ``keep_checkpoint`` is False (where the budget shapes the whole run, as a schedule does)."""
+        self.close_progress()
+        metrics = final(self.step)
+        self.run.finish(keep_checkpoint, step=self.step, steps=self.steps, metrics=dict(metrics))
+        return metrics
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self.close_progress()

@@ -6,11 +6,14 @@ import dataclasses
 import math
 
 import pytest
+import torch
+from mlflow.tracking import MlflowClient
 
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config
 from segrl.data import load_corpus, load_gold
 from segrl.errors import ConfigError
+from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import LMConfig, load_lm
 from segrl.lm.levels import LevelsConfig, LevelsLMConfig, held_out_sentences, run_levels
 from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter, training_texts
@@ -73,6 +76,43 @@ def test_lm_train_logs_an_slm_segmenter_and_resumes(corpus, mlflow_store, capsys
     config.lr = 1e-2
     with pytest.raises(ConfigError, match="different config"):
         train_lm_segmenter(config, corpus, gold)
+
+
+def test_lm_train_has_a_step_budget_and_resumes_mid_epoch_exactly(corpus, mlflow_store):
+    """Stopped in the middle of its second epoch and run again, ``lm train`` ends with the metrics
+    and best weights of a run never interrupted, in one MLflow run."""
+    gold = load_gold(max_words=200)
+
+    per_epoch = math.ceil(len(training_texts(corpus, "word-types")[0]) / 16)
+    budget, stop = 2 * per_epoch + 2, per_epoch + 1  # the budget cuts the third epoch
+
+    def config(out: str) -> LMTrainConfig:
+        return LMTrainConfig(
+            lm=LMConfig(context="none", **TINY),
+            epochs=3,
+            max_steps=budget,
+            batch_size=16,
+            lr=5e-3,
+            out=str(mlflow_store / out),
+            data=DataConfig(corpus="small", min_char_count=1),
+            gold=GoldConfig(max_words=200),
+        )
+
+    assert per_epoch >= 2  # the run stops in the middle of its second epoch
+    straight = train_lm_segmenter(config("a"), corpus, gold)
+    assert RunDir(mlflow_store / "a").info["step"] == budget  # max_steps is the budget
+    with pytest.raises(TrainingInterrupted, match=f"stopped at step {stop}"):
+        train_lm_segmenter(config("b"), corpus, gold, on_step=lambda step, stats: step == stop)
+    resumed = train_lm_segmenter(config("b"), corpus, gold)
+    without_time = lambda m: {k: v for k, v in m.items() if k != "train_seconds"}  # noqa: E731
+    assert without_time(resumed) == without_time(straight)
+    a, b = load_lm(mlflow_store / "a" / "best"), load_lm(mlflow_store / "b" / "best")
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+    run = RunDir(mlflow_store / "b")
+    assert run.finished and run.info["step"] == budget
+    history = MlflowClient().get_metric_history(run.info["mlflow_run_id"], "valid_bits_per_char")
+    assert [m.step for m in history] == [per_epoch, 2 * per_epoch, budget]  # after each epoch
 
 
 def test_lm_train_refuses_segment_lstm(corpus, mlflow_store):

@@ -331,8 +331,19 @@ def test_ppo_jobs_log_and_register(mlflow_store, small_corpus_file, agent, rules
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent", ["ppo", "ppo-batched"])
-def test_interrupted_ppo_runs_resume_exactly(mlflow_store, small_corpus_file, agent):
-    """Stopped at step 3 and resumed, a run ends with the weights of one never interrupted."""
+def test_interrupted_ppo_runs_resume_exactly(mlflow_store, small_corpus_file, agent, monkeypatch):
+    """Stopped at step 3 and resumed, a run ends with the weights of one never interrupted (the SB3
+    job in one ``learn`` call per session, stopped by its callbacks)."""
+    from stable_baselines3 import PPO
+
+    learned = []
+    real_learn = PPO.learn
+
+    def learn(self, total_timesteps, *args, **kwargs):
+        learned.append(total_timesteps)
+        return real_learn(self, total_timesteps, *args, **kwargs)
+
+    monkeypatch.setattr(PPO, "learn", learn)
     train = train_ppo if agent == "ppo" else train_ppo_batched
     straight = train(small_train_config(small_corpus_file, mlflow_store / "a", agent))
     config = small_train_config(small_corpus_file, mlflow_store / "b", agent)
@@ -347,6 +358,8 @@ def test_interrupted_ppo_runs_resume_exactly(mlflow_store, small_corpus_file, ag
     b = AgentSegmenter.load(resumed.run_dir / "segmenter").policy.state_dict()
     for name, tensor in a.items():
         assert torch.equal(tensor, b[name]), name
+    rollout = 4 * 8
+    assert learned == ([6 * rollout, 6 * rollout, 3 * rollout] if agent == "ppo" else [])
 
 
 def test_ppo_config_errors_and_command_line(mlflow_store, small_corpus_file, capsys):

@@ -101,6 +101,9 @@ def test_a_changed_config_does_not_resume_a_run(mlflow_store, small_corpus_file)
         train_reinforce(changed)
     longer = small_config(small_corpus_file, mlflow_store, **{"reinforce.steps": 14})
     assert train_reinforce(longer).step == 14  # more steps is a resumable change
+    more = small_config(small_corpus_file, mlflow_store, **{"reinforce.steps": 16})
+    continued = train_reinforce(more)  # a finished run asked for more steps continues
+    assert continued.resumed_from == 14 and continued.step == 16
 
 
 def test_default_run_folders(mlflow_store, small_corpus_file):

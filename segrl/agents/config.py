@@ -253,6 +253,11 @@ class TrainConfig:
             )
 
     @property
+    def steps(self) -> int:
+        """The job's budget of updates: ``ppo.steps`` for the PPO agents, else ``reinforce.steps``."""
+        return self.ppo.steps if self.agent in ("ppo", "ppo-batched") else self.reinforce.steps
+
+    @property
     def name(self) -> str:
         """The segmenter's name in ``segrl compare``: agent, policy, evaluator, reward (the LM
         evaluator's reward variant too, and ``hidden`` when spaces are hidden)."""

@@ -1,7 +1,23 @@
 """The training job of every agent, around its learner: build the task, train with checkpoints,
 evaluate as it goes, log everything to MLflow, register the final segmenter for ``segrl compare``.
 ``train_sentence_agent`` runs the learners that take whole sentences (``segrl.agents.reinforce``,
-``segrl.agents.ppo_batched``); ``segrl.agents.sb3`` shares its set-up, evaluation and finish.
+``segrl.agents.ppo_batched``); ``segrl.agents.sb3`` shares its set-up, job, evaluation and finish.
+
+Reading guide (``segrl train --agent reinforce``, from the command to the update):
+
+- **The loop** is ``train_sentence_agent`` below: ``for step in job.loop()``, one update of the
+  learner, one co-training step of the evaluator, then ``job.end_step``, which logs, evaluates and
+  checkpoints at the cadences the job (``segrl.jobs.Job``) was given once, in ``agent_job``.
+- **The update** is ``Reinforce.step`` (``segrl.agents.reinforce``): sample every decision of a
+  batch of sentences, get their rewards, ``reinforce_loss``, one Adam step, the baseline's own step.
+  The batched PPO's is ``BatchedPPO.step`` (``segrl.agents.ppo_batched``); SB3's PPO runs its own
+  loop, with the job as callbacks (``segrl.agents.sb3.train``).
+- **The rewards** come from ``env.step`` of ``VectorSentenceSegmentEnv`` (``segrl.envs.vector``),
+  which asks the task's evaluator (``segrl.evaluators``: ``score`` per sentence, ``action_rewards``
+  per decision) for the whole batch at once (``segrl.envs.episodes``); the evaluator is built from
+  the config by ``build_task`` (``segrl.agents.task``).
+- Before the loop: ``prepare_job`` (config checked, inputs read, run folder, seeds) and, on a fresh
+  run, ``start_fresh`` (the evaluator pre-trained, the step-0 evaluation); after it, ``finish``.
 
 Inputs are read and checked, and the run folder chosen, before an MLflow run starts, so bad input
 leaves nothing behind. A run resumes from its folder's checkpoint (see ``segrl.jobs``); the
@@ -10,10 +26,8 @@ first Ctrl-C stops at the next step boundary with a checkpoint.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -97,55 +111,33 @@ def train_sentence_agent(
         separator_id(task.corpus.vocab),
     )
     learner = make_learner(policy.to(device), device)
-    steps = learner.steps
     env = VectorSentenceSegmentEnv(learner.sentences_per_step, seed=config.seed, setup=setup)
     observation = env.reset()
     segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
 
-    state = run.load()  # restores every RNG state
-    step, elapsed, resumed_from = 0, 0.0, None
-    if state is not None:
+    def save() -> dict[str, Any]:
+        return {
+            "learner": learner.state_dict(),
+            "evaluator": task.evaluator.state_dict(),
+            "env": env.state_dict(),
+        }
+
+    def restore(state: dict[str, Any]) -> None:
+        nonlocal observation
         learner.load_state_dict(state["learner"])
         task.evaluator.load_state_dict(state["evaluator"])
         observation = env.load_state_dict(state["env"])
-        step, elapsed, resumed_from = state["step"], state["elapsed_seconds"], state["step"]
 
-    def save() -> None:
-        run.save(
-            step=step,
-            elapsed_seconds=elapsed + job.session_seconds,
-            learner=learner.state_dict(),
-            evaluator=task.evaluator.state_dict(),
-            env=env.state_dict(),
-        )
-
-    with open_job(config, run, segmenter, task, resumed_from, steps, on_step) as job:
-        running: dict[str, list[float]] = defaultdict(list)
-        shown: dict[str, str] = {}
-        progress = job.start_progress(initial=step)
-        while step < steps:
-            observation, stats, batch = learner.step(env, observation)
+    job = agent_job(config, run, learner.steps, save, restore, segmenter, task, on_step)
+    with job:
+        if job.resumed_from is None:
+            start_fresh(segmenter, task, config)
+        for step in job.loop():
+            observation, stats, batch = learner.step(env, observation)  # the update
             stats.update({f"evaluator/{k}": v for k, v in task.evaluator.update(batch).items()})
-            step += 1
-            progress.update(1)
-            for key, value in stats.items():
-                running[key].append(value)
-            if step % config.log_every == 0 or step == steps:
-                means = {f"train/{k}": sum(v) / len(v) for k, v in running.items()}
-                tracking.log_metrics(means, step=step)
-                shown["reward"] = f"{means['train/reward']:.3f}"
-                progress.set_postfix(shown)
-                running.clear()
-            if step % config.eval_every == 0 and step < steps:
-                metrics = evaluate_and_log(segmenter, task, step)
-                shown["morfessor_f1"] = f"{metrics.get('morfessor_boundary_f1', 0.0):.3f}"
-                progress.set_postfix(shown)
-            if job.end_step(step, stats, save):
-                break
-        job.close_progress()
-        total_seconds = elapsed + job.session_seconds
-        metrics = finish(segmenter, task, run, config, step, total_seconds)
-    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
+            job.end_step(step, stats)
+        metrics = job.finish(lambda step: finish(segmenter, task, run, config, step, job))
+    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], job.step, job.resumed_from)
 
 
 def prepare_job(
@@ -166,40 +158,41 @@ def prepare_job(
 def open_run(config: TrainConfig) -> RunDir:
     """The run folder of an agent's training job (``--out``, else ``runs/<name>``)."""
     default = Path(RUNS_ROOT) / (config.tracking.run_name or config.name)
-    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES)
+    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES, config.steps)
 
 
-@contextlib.contextmanager
-def open_job(
+def agent_job(
     config: TrainConfig,
     run: RunDir,
+    steps: int,
+    save: Callable[[], dict[str, Any]],
+    restore: Callable[[dict[str, Any]], None],
     segmenter: AgentSegmenter,
     task: TrainingTask,
-    resumed_from: int | None,
-    steps: int,
     on_step: Callable[[int, dict[str, float]], bool] | None,
-) -> Iterator[Job]:
-    """The ``segrl.jobs.Job`` of an agent's training, whatever the agent: a fresh run starts with
-    ``start_fresh``; a resumed one says from which step."""
-    job = Job(
+    metric_step: int = 1,
+) -> Job:
+    """The ``segrl.jobs.Job`` of an agent's training, whatever the agent: the config's cadences,
+    the periodic evaluation (``evaluate_and_log``), MLflow's experiment, run name and tags."""
+    return Job(
         run,
         config,
         steps=steps,
         experiment=config.tracking.experiment,
         run_name=config.tracking.run_name or run.path.name,
+        save=save,
+        restore=restore,
+        evaluate=lambda step: evaluate_and_log(segmenter, task, step),
         tags={"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())},
-        resumed_from=resumed_from,
+        log_every=config.log_every,
+        eval_every=config.eval_every,
         checkpoint_every=config.checkpoint_every,
         max_minutes=config.max_minutes,
         on_step=on_step,
+        metric_step=metric_step,
+        show=("reward", "morfessor_boundary_f1"),
         desc=config.name,
     )
-    with job:
-        if resumed_from is None:
-            start_fresh(segmenter, task, config)
-        else:
-            print(f"resuming {run.path} from step {resumed_from} of {steps}", flush=True)
-        yield job
 
 
 def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConfig) -> None:
@@ -232,9 +225,11 @@ def finish(
     run: RunDir,
     config: TrainConfig,
     step: int,
-    train_seconds: float,
+    job: Job,
 ) -> dict[str, float]:
-    """The final evaluation (test text, whole gold set), the segmenter saved and registered."""
+    """The final evaluation (test text, whole gold set), the segmenter saved and registered: what
+    an agent's job does at its end (``Job.finish``)."""
+    train_seconds = job.train_seconds
     metrics, samples = evaluate_agent(
         segmenter, task.final_heldout, task.references, task.gold, task.final_text, task.evaluator
     )
@@ -243,7 +238,6 @@ def finish(
     tracking.log_segmenter(config.name, AGENT_KIND, metrics, samples)
     saved = segmenter.save(run.path / SEGMENTER_DIR)
     tracking.log_segmenter_model(saved, config.tracking.register)
-    run.update_info(finished=True, step=step, metrics=metrics)
     summary = ", ".join(
         f"{key} {metrics[key]:.3f}"
         for key in (BOUNDARY_F1, *(f"{name}_boundary_f1" for name in task.references))

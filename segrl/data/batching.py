@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -60,3 +61,18 @@ def iterate_batches(
         random.Random(seed).shuffle(order)
     for start in range(0, len(order), batch_size):
         yield [texts[i] for i in order[start : start + batch_size]]
+
+
+def training_batches(
+    texts: Sequence[str], batch_size: int, seed: int, start_step: int = 0
+) -> Iterator[list[str]]:
+    """Shuffled batches, epoch after epoch (epoch ``e`` shuffled with ``seed + e``), from ``start_step``
+    on: the same sequence whether or not a run was interrupted."""
+    per_epoch = math.ceil(len(texts) / batch_size)
+    epoch, offset = divmod(start_step, per_epoch)
+    while True:
+        batches = iterate_batches(texts, batch_size, shuffle=True, seed=seed + epoch)
+        for i, batch in enumerate(batches):
+            if i >= offset:
+                yield batch
+        epoch, offset = epoch + 1, 0

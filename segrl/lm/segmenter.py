@@ -12,27 +12,29 @@ The model has no context by default (``context = "none"``): trained by marginal 
 the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
 while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
 
-An interrupted run resumes from the checkpoint it writes after every epoch (same config, same ``--out``
-folder; ``segrl.jobs``).
+The job (``segrl.jobs.Job``) has a budget of steps: ``epochs`` times the batches of an epoch, or
+``max_steps`` where that is fewer. The data order is a function of (seed, step), an epoch's end is
+the job's evaluation (held-out bits per character, the best weights kept, early stopping), and a
+checkpoint follows it; an interrupted run resumes from its last checkpoint (same config, same ``--out``
+folder). A finished run keeps its checkpoint, so asking for more epochs (or steps) continues it.
 """
 
 from __future__ import annotations
 
 import copy
-import random
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from tqdm import tqdm
+from typing import Any, Literal
 
 from segrl import tracking
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
-from segrl.data.batching import iterate_batches
+from segrl.data.batching import training_batches
 from segrl.errors import ConfigError
-from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
+from segrl.jobs import RUNS_ROOT, Job, RunDir
 from segrl.lm.config import LEXICON_COST, LMConfig, LMContext, LMTexts, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
@@ -42,6 +44,8 @@ from segrl.metrics import BITS_PER_CHAR, evaluate_word_segmenter
 from segrl.runtime import resolve_device, seed_everything
 from segrl.segmentation import render
 
+LOG_EVERY = 50
+"""Steps between logs of the training bits per character (their mean)."""
 RESUMABLE_CHANGES = frozenset(
     {"epochs", "max_steps", "patience", "device", "out", "tracking.", "gold."}
 )
@@ -151,9 +155,16 @@ def training_texts(corpus: Corpus, kind: LMTexts) -> tuple[list[str], list[str],
 
 
 def train_lm_segmenter(
-    config: LMTrainConfig, corpus: Corpus | None = None, gold: list[GoldWord] | None = None
+    config: LMTrainConfig,
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+    on_step: Callable[[int, dict[str, float]], bool] | None = None,
 ) -> dict[str, float]:
-    """Train, score and log an ``slm`` segmenter (see the module docstring); returns its metrics."""
+    """Train, score and log an ``slm`` segmenter (see the module docstring); returns its metrics.
+
+    ``on_step(step, stats)`` is called after every update; returning True stops training there as a
+    Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
+    """
     check_choices(config)
     if config.lm.model != "slm":
         raise ConfigError(
@@ -178,97 +189,95 @@ def train_lm_segmenter(
         lexicon_uses=len(train),
         corpus_chars=sum(len(t) + 1 for t in train),
     )
-    run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES)
-    state = _resume(run, trainer)
-    job = Job(
-        run,
-        config,
-        steps=config.max_steps or 0,
-        experiment=config.tracking.experiment,
-        run_name=config.tracking.run_name or "slm",
-        resumed_from=state["step"] if state["epoch"] else None,
-    )
-    with job:
-        if not state["epoch"]:
-            tracking.log_data(corpus, config.gold.path, gold)
-        best = _fit(config, trainer, train, valid, run, state, job)
+    per_epoch = math.ceil(len(train) / config.batch_size)
+    steps = config.epochs * per_epoch
+    if config.max_steps is not None:
+        steps = min(steps, config.max_steps)
+    run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES, steps)
+    # early stopping: the best held-out bits per character, its weights, epochs since it improved
+    progress = {"best_bpc": float("inf"), "bad_epochs": 0, "epoch_losses": []}
+    best = copy.deepcopy(model.state_dict())
+    epoch_started = time.perf_counter()
+
+    def save() -> dict[str, Any]:
+        return {"trainer": trainer.state_dict(), "best": best, "progress": dict(progress)}
+
+    def restore(state: dict[str, Any]) -> None:
+        nonlocal best
+        trainer.load_state_dict(state["trainer"])
+        best = state["best"]
+        progress.update(state["progress"])
+
+    def end_epoch(step: int) -> dict[str, float]:
+        """After an epoch (or the budget's part of one): held-out bits per character, the best
+        weights kept, early stopping."""
+        nonlocal best, epoch_started
+        epoch = math.ceil(step / per_epoch)
+        valid_bpc = bits_per_char(model, valid, batch_size=config.batch_size)
+        losses = progress["epoch_losses"]
+        train_bpc = sum(losses) / max(len(losses), 1)
+        tracking.log_metrics({"valid_bits_per_char": valid_bpc, "epoch": epoch}, step)
+        print(
+            f"epoch {epoch}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
+            f"({time.perf_counter() - epoch_started:.0f}s)",
+            flush=True,
+        )
+        if valid_bpc < progress["best_bpc"]:
+            progress["best_bpc"], progress["bad_epochs"] = valid_bpc, 0
+            best = copy.deepcopy(model.state_dict())
+        else:
+            progress["bad_epochs"] += 1
+        progress["epoch_losses"] = []
+        epoch_started = time.perf_counter()
+        if progress["bad_epochs"] >= config.patience:
+            job.finish_early()
+        return {"valid_bits_per_char": valid_bpc}
+
+    def final(step: int) -> dict[str, float]:
+        """The last epoch's evaluation (checkpointed with it), then the best weights scored, saved
+        and registered."""
+        if step == steps or step % per_epoch:
+            end_epoch(step)
+            job.save()
         model.load_state_dict(best)
-        train_seconds = state["seconds"]
         segmenter = LMSegmenter(model)
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
-        metrics["train_seconds"] = train_seconds
+        metrics["train_seconds"] = job.train_seconds
         samples = "\n".join(render(segmenter.segment_sentence(s)) for s in corpus.test[:25]) + "\n"
         tracking.log_segmenter("slm", LM_KIND, metrics, samples)
         saved = save_lm(model, run.path / "best")
         tracking.log_segmenter_model(saved, config.tracking.register)
-        # not marked finished: the checkpoint stays, so more epochs may be asked for later
-        run.update_info(step=trainer.steps, metrics=metrics)
-    return metrics
+        return metrics
 
-
-def _fit(config, trainer: LMTrainer, train, valid, run: RunDir, state: dict, job: Job) -> dict:
-    """Epochs of marginal-likelihood updates with early stopping, a checkpoint after each; returns
-    the best weights. A Ctrl-C stops at the next update (the last epoch's checkpoint resumes)."""
-    model = trainer.model
-    best = state["best"] or copy.deepcopy(model.state_dict())
-    for epoch in range(state["epoch"], config.epochs):
-        if state["bad_epochs"] >= config.patience or _out_of_steps(config, trainer):
-            break
-        epoch_started = time.perf_counter()
-        order = list(train)
-        random.Random(config.seed + epoch).shuffle(order)
-        batches = list(iterate_batches(order, config.batch_size))
-        losses = []
-        for chunk in tqdm(batches, desc=f"epoch {epoch + 1}/{config.epochs}", leave=False):
-            if _out_of_steps(config, trainer):
-                break
-            if job.stop.is_set():
-                raise TrainingInterrupted(
-                    f"stopped in epoch {epoch + 1}; run again to resume after epoch {epoch}"
-                )
-            stats = trainer.marginal_step(chunk)
-            losses.append(stats["bits_per_char"])
-            if trainer.steps % 50 == 0:
-                tracking.log_metrics({"train_bits_per_char": stats["bits_per_char"]}, trainer.steps)
-        valid_bpc = bits_per_char(model, valid, batch_size=config.batch_size)
-        train_bpc = sum(losses) / max(len(losses), 1)
-        tracking.log_metrics({"valid_bits_per_char": valid_bpc, "epoch": epoch + 1}, trainer.steps)
-        print(
-            f"epoch {epoch + 1}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
-            f"({time.perf_counter() - epoch_started:.0f}s)",
-            flush=True,
-        )
-        if valid_bpc < state["best_bpc"]:
-            state["best_bpc"], state["bad_epochs"] = valid_bpc, 0
-            best = copy.deepcopy(model.state_dict())
+    job = Job(
+        run,
+        config,
+        steps=steps,
+        experiment=config.tracking.experiment,
+        run_name=config.tracking.run_name or "slm",
+        save=save,
+        restore=restore,
+        evaluate=end_epoch,
+        log_every=LOG_EVERY,
+        eval_every=per_epoch,
+        checkpoint_every=per_epoch,
+        log_prefix="train_",
+        on_step=on_step,
+        show=("bits_per_char", "valid_bits_per_char"),
+        map_location=model.device,
+        desc="slm",
+    )
+    with job:
+        if job.resumed_from is None:
+            tracking.log_data(corpus, config.gold.path, gold)
         else:
-            state["bad_epochs"] += 1
-        state["epoch"] = epoch + 1
-        state["seconds"] += time.perf_counter() - epoch_started
-        state["step"] = trainer.steps
-        run.save(
-            step=trainer.steps,
-            trainer=trainer.state_dict(),
-            best=best,
-            progress={k: v for k, v in state.items() if k != "best"},
-        )
-    return best
-
-
-def _out_of_steps(config: LMTrainConfig, trainer: LMTrainer) -> bool:
-    return config.max_steps is not None and trainer.steps >= config.max_steps
-
-
-def _resume(run: RunDir, trainer: LMTrainer) -> dict:
-    """The progress of the run's last checkpoint (restoring the trainer), or a fresh start."""
-    fresh = {
-        "epoch": 0, "step": 0, "bad_epochs": 0, "best_bpc": float("inf"), "seconds": 0.0,
-        "best": None,
-    }  # fmt: skip
-    saved = run.load(map_location=trainer.model.device)
-    if saved is None:
-        return fresh
-    trainer.load_state_dict(saved["trainer"])
-    print(f"resuming {run.path} after epoch {saved['progress']['epoch']}", flush=True)
-    return {**fresh, **saved["progress"], "best": saved["best"]}
+            print(f"continuing after epoch {job.step // per_epoch}", flush=True)
+        if progress["bad_epochs"] >= config.patience:  # stopped early before
+            job.finish_early()
+        batches = training_batches(train, config.batch_size, config.seed, job.step)
+        for step in job.loop():
+            stats = trainer.marginal_step(next(batches))  # the update: -log p(X) per character
+            progress["epoch_losses"].append(stats["bits_per_char"])
+            job.end_step(step, {"bits_per_char": stats["bits_per_char"]})
+        return job.finish(final)

@@ -1,14 +1,17 @@
 """One training loop for every unit model: ``train_unit_model(config)``.
 
 Read top to bottom: load and check the inputs (before anything is logged), build the model and the
-optimiser, resume from the run folder's checkpoint (``segrl.jobs``) when it is there, then per step: a batch of training
-sentences, deletion noise, the model's loss (autocast for bf16/fp16), clipped optimiser step, learning
-rate schedule. Every ``log_every`` steps every loss term and diagnostic goes to MLflow (``train/...``)
-with training characters per second; every ``eval_every`` steps the validation metrics
-(``valid/...``, segments scored on a sample of the gold words); every ``checkpoint_every`` steps a
-checkpoint. At the end: the test-set evaluation with the standard metric names (the run is registered
-for ``segrl compare`` as kind ``units``), attention maps as images, the robustness curves, and the
-model folder (``segrl.units.saving``) as an artifact.
+optimiser, then the job (``segrl.jobs.Job``), which resumes from the run folder's checkpoint when it
+is there; then per step: a batch of training sentences, deletion noise, the model's loss (autocast
+for bf16/fp16), clipped optimiser step, learning rate schedule. The job's cadences: every
+``log_every`` steps the means of every loss term and diagnostic go to MLflow (``train/...``), with
+the learning rate and training characters per second; every ``eval_every`` steps the validation
+metrics (``valid/...``, segments scored on a sample of the gold words); every ``checkpoint_every``
+steps a checkpoint. At the end (``Job.finish``): the validation metrics of the last step, the
+test-set evaluation with the standard metric names (the run is registered for ``segrl compare`` as
+kind ``units``), attention maps as images, the robustness curves, and the model folder
+(``segrl.units.saving``) as an artifact; the checkpoint is dropped (the budget shapes the learning
+rate schedule, so a finished run is not continued).
 
 Batches and noise are functions of (seed, step), and the checkpoint holds every RNG state, so a run
 interrupted and resumed gives the same model as one that never stopped (on CPU, same threads).
@@ -20,15 +23,16 @@ import math
 import random
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from segrl import tracking
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
-from segrl.data.batching import iterate_batches
+from segrl.data.batching import training_batches
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, DataError, ModelError
 from segrl.jobs import CHECKPOINT_FILE, Job, RunDir
@@ -86,21 +90,6 @@ def lr_factor(step: int, train: UnitsTrainConfig) -> float:
         return 1.0
     span = max(train.steps - train.warmup_steps, 1)
     return 0.5 * (1.0 + math.cos(math.pi * min(step - train.warmup_steps, span) / span))
-
-
-def training_batches(
-    texts: Sequence[str], batch_size: int, seed: int, start_step: int = 0
-) -> Iterator[list[str]]:
-    """Shuffled batches, epoch after epoch (epoch ``e`` shuffled with ``seed + e``), from ``start_step``
-    on: the same sequence whether or not a run was interrupted."""
-    per_epoch = math.ceil(len(texts) / batch_size)
-    epoch, offset = divmod(start_step, per_epoch)
-    while True:
-        batches = iterate_batches(texts, batch_size, shuffle=True, seed=seed + epoch)
-        for i, batch in enumerate(batches):
-            if i >= offset:
-                yield batch
-        epoch, offset = epoch + 1, 0
 
 
 def noised(texts: Sequence[str], prob: float, seed: int, step: int) -> list[str]:
@@ -169,9 +158,21 @@ def train_unit_model(
     scaler = torch.amp.GradScaler(
         device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
     )
-    step, resumed_from = 0, None
-    state = run.load(map_location=device)
-    if state is not None:
+    if config.init_from is not None and not run.has_checkpoint:
+        start_from_trained(model, config.init_from, vocab, device)
+    n_gold = min(config.eval.gold_words_during_training, len(gold))
+    valid_gold = random.Random(train.seed).sample(gold, n_gold)
+
+    def save() -> dict[str, Any]:
+        return {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(),
+            "vocab": vocab.to_dict(),
+        }
+
+    def restore(state: dict[str, Any]) -> None:
         if state["vocab"] != vocab.to_dict():
             raise ConfigError(
                 f"{run.checkpoint_path} was trained on a corpus with another vocabulary"
@@ -180,19 +181,23 @@ def train_unit_model(
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
-        step = resumed_from = state["step"]
-    elif config.init_from is not None:
-        start_from_trained(model, config.init_from, vocab, device)
 
-    def save() -> None:
-        run.save(
-            model=model.state_dict(),
-            optimizer=optimizer.state_dict(),
-            scheduler=scheduler.state_dict(),
-            scaler=scaler.state_dict(),
-            step=step,
-            vocab=vocab.to_dict(),
-        )
+    def evaluate_valid(at_step: int) -> dict[str, float]:
+        metrics = evaluate_unit_model(
+            model, vocab, corpus.valid, valid_gold, config.eval.batch_size,
+            train.precision, train.deletion_prob, train.seed,
+        )  # fmt: skip
+        tracking.log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=at_step)
+        return metrics
+
+    def final(at_step: int) -> dict[str, float]:
+        evaluate_valid(at_step)
+        metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
+        save_unit_model(folder, model, vocab, config)
+        with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
+            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config)
+            tracking.log_segmenter_model(saved, config.tracking.register)
+        return metrics
 
     job = Job(
         run,
@@ -200,44 +205,37 @@ def train_unit_model(
         steps=train.steps,
         experiment=config.tracking.experiment,
         run_name=config.tracking.run_name or config.model,
+        save=save,
+        restore=restore,
+        evaluate=evaluate_valid,
         tags={tracking.KIND_TAG: UNITS_KIND},
-        resumed_from=resumed_from,
+        log_every=train.log_every,
+        eval_every=train.eval_every,
         checkpoint_every=train.checkpoint_every,
+        show=("loss",),
+        map_location=device,
         desc=f"units {config.model}",
     )
     with job:
         run_id = tracking.active_run_id()
-        if resumed_from is None:
+        if job.resumed_from is None:
             tracking.log_data(corpus, config.gold.path, gold)
             tracking.log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
-        else:
-            print(f"resuming {folder} from step {resumed_from} of {train.steps}", flush=True)
-        n_gold = min(config.eval.gold_words_during_training, len(gold))
-        valid_gold = random.Random(train.seed).sample(gold, n_gold)
-
-        def evaluate_valid(at_step: int) -> None:
-            metrics = evaluate_unit_model(
-                model, vocab, corpus.valid, valid_gold, config.eval.batch_size,
-                train.precision, train.deletion_prob, train.seed,
-            )  # fmt: skip
-            tracking.log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=at_step)
-
-        batches = training_batches(corpus.train, train.batch_size, train.seed, step)
-        window = _Window()
+        batches = training_batches(corpus.train, train.batch_size, train.seed, job.step)
+        speed = _Speed()
         model.train()
-        progress = job.start_progress(initial=step)
         try:
-            while step < train.steps:
+            for step in job.loop():  # update ``step`` follows the ``step - 1`` made so far
                 texts = next(batches)
                 started = time.perf_counter()
                 batch = make_autoencoder_batch(
-                    vocab, texts, noised(texts, train.deletion_prob, train.seed, step), device
+                    vocab, texts, noised(texts, train.deletion_prob, train.seed, step - 1), device
                 )
                 with autocast(device, train.precision):
-                    out = model.loss(batch, progress=step / train.steps)
+                    out = model.loss(batch, progress=(step - 1) / train.steps)
                 if not torch.isfinite(out.total):
                     raise ModelError(
-                        f"non-finite loss at step {step} ({_describe(out.terms)}); the last "
+                        f"non-finite loss at step {step - 1} ({_describe(out.terms)}); the last "
                         f"checkpoint in {folder} is intact. Lower train.lr or use fp32."
                     )
                 optimizer.zero_grad(set_to_none=True)
@@ -248,54 +246,35 @@ def train_unit_model(
                 scaler.step(optimizer)
                 scaler.update()
                 scheduler.step()
-                step += 1
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
-                window.add(out, sum(len(t) for t in texts), time.perf_counter() - started)
-                progress.update(1)
-                if step % train.log_every == 0 or step == train.steps:
-                    logged = window.flush()
-                    logged["train/lr"] = scheduler.get_last_lr()[0]
-                    tracking.log_metrics(logged, step=step)
-                    progress.set_postfix(loss=f"{logged['train/loss']:.3f}")
-                if step % train.eval_every == 0 or step == train.steps:
-                    evaluate_valid(step)
-                job.end_step(step, {}, save)
+                speed.add(sum(len(t) for t in texts), time.perf_counter() - started)
+                stats = {"loss": out.total, **out.terms, **out.stats}
+                job.end_step(step, {k: float(v.detach()) for k, v in stats.items()})
+                if job.logged(step):  # beside the means: the learning rate and the speed
+                    extra = {"train/lr": scheduler.get_last_lr()[0], **speed.flush()}
+                    tracking.log_metrics(extra, step=step)
         except KeyboardInterrupt:  # a second Ctrl-C, mid-step: keep the last completed step
-            if step > (resumed_from or 0):
-                save()
+            if job.step > (job.resumed_from or 0):
+                job.save()
             raise
-        job.close_progress()
-        metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
-        save_unit_model(folder, model, vocab, config)
-        with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
-            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config)
-            tracking.log_segmenter_model(saved, config.tracking.register)
-        run.finish(step=step)
-    return TrainResult(metrics, folder, run_id, resumed_from or 0)
+        metrics = job.finish(final, keep_checkpoint=False)
+    return TrainResult(metrics, folder, run_id, job.resumed_from or 0)
 
 
-class _Window:
-    """Means of the loss terms and diagnostics over the steps since the last log, and speed."""
+class _Speed:
+    """Training characters per second since the last log."""
 
     def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.steps = 0
         self.chars = 0
         self.seconds = 0.0
 
-    def add(self, out, chars: int, seconds: float) -> None:
-        values = {"train/loss": out.total, **{f"train/{k}": v for k, v in out.terms.items()}}
-        values.update({f"train/{k}": v for k, v in out.stats.items()})
-        for name, value in values.items():
-            self.sums[name] = self.sums.get(name, 0.0) + float(value.detach())
-        self.steps += 1
+    def add(self, chars: int, seconds: float) -> None:
         self.chars += chars
         self.seconds += seconds
 
     def flush(self) -> dict[str, float]:
-        out = {k: v / max(self.steps, 1) for k, v in self.sums.items()}
-        out["train/chars_per_second"] = self.chars / self.seconds if self.seconds else 0.0
+        out = {"train/chars_per_second": self.chars / self.seconds if self.seconds else 0.0}
         self.__init__()
         return out
 

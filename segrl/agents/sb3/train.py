@@ -4,41 +4,53 @@ environment as SB3's ``VecEnv`` (``segrl.agents.sb3.vec_env``), so one evaluator
 episode. With the full rule set (``--rules full``) it is sb3-contrib's ``MaskablePPO`` with the masks
 of ``segrl.envs.masks``.
 
-A training step is one PPO iteration: ``ppo.n_steps`` steps of ``ppo.num_envs`` episodes, then the
-update. SB3's metrics go to MLflow at SB3's step (decisions taken), as do the periodic evaluations;
-the final evaluation and registration are REINFORCE's (``trainer.finish``).
+The whole budget is one ``model.learn`` call; the job (``segrl.jobs.Job``) rides along as SB3
+callbacks. A job step is one PPO iteration: ``ppo.n_steps`` steps of ``ppo.num_envs`` episodes
+(a rollout), then the update.
+
+- ``EvaluatorUpdates``: after each rollout (``_on_rollout_end``), one co-training step of the
+  evaluator on the episodes that ended in it.
+- ``JobSteps``: after each update (at the next rollout's start, or at the end of training), the
+  job's ``end_step``: the evaluator's stats logged, the periodic evaluation and the checkpoint where
+  due; once the job must stop (Ctrl-C, ``on_step``, the time limit), ``_on_step`` returns False and
+  ``learn`` returns at once (the one environment step it took after the checkpoint is not kept).
+
+SB3's metrics go to MLflow at SB3's step (decisions taken), as do the job's; the final evaluation and
+registration are REINFORCE's (``trainer.finish``).
 
 Checkpoints (``RunDir``) hold the SB3 model zip (parameters and optimiser), the episodes in progress
-as they stand, the evaluator, SB3's counters and every RNG state: a resumed run ends with the same
-weights as an uninterrupted one. What differs is logging: ``rollout/ep_rew_mean`` restarts its
-window of episodes, and SB3's ``train/...`` values of the iteration before the interruption are not
-logged.
+as they stand, the evaluator and every RNG state. A resumed run loads the zip into a freshly built
+model, hands SB3 the episodes in progress through the environment's ``reset``, and continues with
+``reset_num_timesteps=False`` from ``num_timesteps`` at the checkpoint: it ends with the same weights
+as an uninterrupted one. What differs is logging: ``rollout/ep_rew_mean`` restarts its window of
+episodes, SB3's ``train/n_updates`` and ``time/iterations`` count this session's updates, and SB3's
+``train/...`` values of the iteration before the interruption are not logged.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from segrl import tracking
 from segrl.agents.config import TrainConfig
 from segrl.agents.sb3.policy import build_sb3_model
 from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
-from segrl.agents.trainer import TrainResult, evaluate_and_log, finish, open_job, prepare_job
-from segrl.checkpoint import RNG_KEY, load_checkpoint, set_rng_state
+from segrl.agents.trainer import TrainResult, agent_job, finish, prepare_job, start_fresh
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
 from segrl.evaluators import SegmentationBatch
+from segrl.jobs import Job
 
 
 class EvaluatorUpdates(BaseCallback):
     """One co-training step of the evaluator per rollout, on the episodes that ended in it (as
     REINFORCE gives it the sentences of each update; fixed evaluators do nothing); its stats are
-    kept for the log."""
+    kept for the job's log."""
 
     def __init__(self, venv: SegmentVecEnv):
         super().__init__()
@@ -55,6 +67,32 @@ class EvaluatorUpdates(BaseCallback):
         if self.finished:
             self.stats = self.venv.evaluator.update(concatenate(self.finished))
             self.finished = []
+
+
+class JobSteps(BaseCallback):
+    """The job's ``end_step`` after every PPO iteration (see the module docstring): a job step is
+    ``rollout`` decisions, so after the update of step ``k`` SB3 has taken ``k * rollout``."""
+
+    def __init__(self, job: Job, rollout: int, evaluator_updates: EvaluatorUpdates):
+        super().__init__()
+        self.job = job
+        self.rollout = rollout
+        self.evaluator_updates = evaluator_updates
+
+    def _end_iteration(self) -> None:
+        step = self.model.num_timesteps // self.rollout
+        if step > self.job.step and not self.job.ending:
+            stats, self.evaluator_updates.stats = self.evaluator_updates.stats, {}
+            self.job.end_step(step, {f"evaluator/{k}": v for k, v in stats.items()})
+
+    def _on_rollout_start(self) -> None:
+        self._end_iteration()
+
+    def _on_step(self) -> bool:
+        return not self.job.ending
+
+    def _on_training_end(self) -> None:
+        self._end_iteration()
 
 
 def concatenate(batches: Sequence[SegmentationBatch]) -> SegmentationBatch:
@@ -88,64 +126,36 @@ def train_ppo(
     model = build_sb3_model(config, venv, separator_id(task.corpus.vocab), device)
     policy = model.policy.features_extractor.segmenter
     segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
-    callback = EvaluatorUpdates(venv)
+    rollout = config.ppo.num_envs * config.ppo.n_steps
 
-    state = load_checkpoint(run.checkpoint_path, restore_rng=False) if run.has_checkpoint else None
-    step, elapsed, resumed_from = 0, 0.0, None
-    if state is None:
-        model._last_obs = venv.reset()
-        model._last_episode_starts = np.ones(venv.num_envs, dtype=bool)
-    else:
-        model.set_parameters(io.BytesIO(state["model"]), exact_match=True, device=device)
-        task.evaluator.load_state_dict(state["evaluator"])
-        model._last_obs = venv.load_state_dict(state["env"])
-        model._last_episode_starts = np.asarray(state["episode_starts"])
-        model.num_timesteps = state["timesteps"]
-        model._n_updates = state["n_updates"]
-        set_rng_state(state[RNG_KEY])  # after the model is built: SB3 seeds as it builds
-        step, elapsed, resumed_from = state["step"], state["elapsed_seconds"], state["step"]
-
-    def save() -> None:
+    def save() -> dict[str, Any]:
         buffer = io.BytesIO()
         model.save(buffer)
-        run.save(
-            step=step,
-            elapsed_seconds=elapsed + job.session_seconds,
-            model=buffer.getvalue(),
-            evaluator=task.evaluator.state_dict(),
-            env=venv.state_dict(),
-            episode_starts=np.asarray(model._last_episode_starts).copy(),
-            timesteps=model.num_timesteps,
-            n_updates=model._n_updates,
-        )
+        return {
+            "model": buffer.getvalue(),
+            "evaluator": task.evaluator.state_dict(),
+            "env": venv.state_dict(),
+        }
+
+    def restore(state: dict[str, Any]) -> None:
+        model.set_parameters(io.BytesIO(state["model"]), exact_match=True, device=device)
+        task.evaluator.load_state_dict(state["evaluator"])
+        venv.load_state_dict(state["env"])  # SB3's reset at the start of learn continues them
+        model.num_timesteps = state["step"] * rollout
 
     steps = config.ppo.steps
-    rollout = config.ppo.num_envs * config.ppo.n_steps
-    with open_job(config, run, segmenter, task, resumed_from, steps, on_step) as job:
-        progress = job.start_progress(initial=step)
-        while step < steps:
-            log_now = (step + 1) % config.log_every == 0 or step + 1 == steps
-            model.learn(
-                total_timesteps=rollout,
-                callback=callback,
-                log_interval=1 if log_now else None,
-                reset_num_timesteps=False,
-            )
-            step += 1
-            progress.update(1)
-            stats, callback.stats = callback.stats, {}
-            if stats:
-                tracking.log_metrics(
-                    {f"train/evaluator/{k}": v for k, v in stats.items()}, step=model.num_timesteps
-                )
-            if step % config.eval_every == 0 and step < steps:
-                metrics = evaluate_and_log(segmenter, task, model.num_timesteps)
-                f1 = metrics.get("morfessor_boundary_f1", 0.0)
-                progress.set_postfix(morfessor_f1=f"{f1:.3f}")
-            if job.end_step(step, stats, save):
-                break
-        job.close_progress()
+    job = agent_job(config, run, steps, save, restore, segmenter, task, on_step, rollout)
+    with job:
+        if job.resumed_from is None:
+            start_fresh(segmenter, task, config)
+        evaluator_updates = EvaluatorUpdates(venv)
+        model.learn(
+            total_timesteps=(steps - job.step) * rollout,
+            callback=[evaluator_updates, JobSteps(job, rollout, evaluator_updates)],
+            log_interval=config.log_every,
+            reset_num_timesteps=False,
+        )
+        job.raise_if_interrupted()
         model.logger.dump(model.num_timesteps)  # the last update's train/... values
-        total_seconds = elapsed + job.session_seconds
-        metrics = finish(segmenter, task, run, config, step, total_seconds)
-    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], step, resumed_from)
+        metrics = job.finish(lambda step: finish(segmenter, task, run, config, step, job))
+    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], job.step, job.resumed_from)

@@ -56,6 +56,7 @@ class SegmentVecEnv(VecEnv):
         self._returns = np.zeros(env.num_envs)
         self._lengths = np.zeros(env.num_envs, dtype=np.int64)
         self._start = time.time()
+        self._restored = False
 
     @property
     def evaluator(self):
@@ -63,7 +64,13 @@ class SegmentVecEnv(VecEnv):
 
     # --- the VecEnv contract -------------------------------------------------------------------------
     def reset(self) -> dict[str, np.ndarray]:
-        """New episodes in every slot; a seed given with ``seed()`` starts a new sentence order."""
+        """New episodes in every slot; a seed given with ``seed()`` starts a new sentence order.
+        The first reset after ``load_state_dict`` continues the restored episodes instead."""
+        if self._restored:
+            self._restored = False
+            self._reset_seeds()
+            self.reset_infos = [{} for _ in range(self.num_envs)]
+            return self.env.observe()
         observation = self.env.reset(seed=self._seeds[0])
         self._reset_seeds()
         self._returns[:] = 0.0
@@ -141,7 +148,8 @@ class SegmentVecEnv(VecEnv):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> dict[str, np.ndarray]:
-        """Restore a ``state_dict`` exactly; returns the current observation."""
+        """Restore a ``state_dict`` exactly; returns the current observation (which the next
+        ``reset`` returns too, so that SB3's ``learn`` continues the episodes in progress)."""
         self.env.load_state_dict(state["env"])
         slots = self.env.slots
         for name in SLOT_ARRAYS:
@@ -149,4 +157,5 @@ class SegmentVecEnv(VecEnv):
         slots.texts[:] = state["texts"]
         self._returns = np.array(state["returns"])
         self._lengths = np.array(state["lengths"])
+        self._restored = True
         return self.env.observe()

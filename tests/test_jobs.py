@@ -1,0 +1,168 @@
+"""``segrl.jobs``: the training-job skeleton every trainer uses (run folder, resumption, the loop's
+cadences, stop requests, the end), on a toy model."""
+
+import ast
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+import segrl.jobs
+from segrl.errors import ConfigError
+from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
+
+
+@dataclass
+class ToyConfig:
+    steps: int = 12
+    lr: float = 0.05
+    out: str | None = None
+
+
+RESUMABLE = {"steps", "out"}
+
+
+class Toy:
+    """A linear model fitted by SGD on fresh random inputs each step (so resumption must restore
+    the RNG), with what a trainer hands its job."""
+
+    def __init__(self, config: ToyConfig):
+        torch.manual_seed(0)
+        self.model = torch.nn.Linear(3, 1)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.lr)
+        self.evaluated: list[int] = []
+        self.saved: list[int] = []
+        self.job: Job | None = None
+
+    def update(self) -> dict[str, float]:
+        x = torch.randn(8, 3)
+        loss = (self.model(x) - x.sum(1, keepdim=True)).pow(2).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.item()}
+
+    def save(self) -> dict:
+        self.saved.append(self.job.step)
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def restore(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        self.evaluated.append(step)
+        return {"weight": float(self.model.weight.detach().sum())}
+
+    def final(self, step: int) -> dict[str, float]:
+        return {"weight": float(self.model.weight.detach().sum()), "step": float(step)}
+
+
+def run_toy(config: ToyConfig, on_step=None, keep_checkpoint=True, max_minutes=None) -> Toy:
+    toy = Toy(config)
+    run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "toy", RESUMABLE, config.steps)
+    job = toy.job = Job(
+        run,
+        config,
+        steps=config.steps,
+        experiment="toy",
+        run_name="toy",
+        save=toy.save,
+        restore=toy.restore,
+        evaluate=toy.evaluate,
+        log_every=4,
+        eval_every=3,
+        checkpoint_every=5,
+        max_minutes=max_minutes,
+        on_step=on_step,
+    )
+    with job:
+        for step in job.loop():
+            job.end_step(step, toy.update())
+        toy.metrics = job.finish(toy.final, keep_checkpoint=keep_checkpoint)
+    return toy
+
+
+def module_example() -> str:
+    """The code of ``segrl.jobs``'s docstring example."""
+    doc = ast.get_docstring(ast.parse(Path(segrl.jobs.__file__).read_text(encoding="utf-8")))
+    code = doc.split("reads::\n")[1].split("\n\n``")[0]
+    return textwrap.dedent(code)
+
+
+def test_the_module_example_is_true(mlflow_store):
+    """The docstring's example runs as written, with a trainer's pieces around it."""
+    config = ToyConfig(steps=120, out=str(mlflow_store / "run"))
+    toy = Toy(config)
+    scope = {
+        "Path": Path, "RUNS_ROOT": RUNS_ROOT, "RunDir": RunDir, "Job": Job, "RESUMABLE": RESUMABLE,
+        "config": config, "steps": config.steps, "model": toy.model, "optimizer": toy.optimizer,
+        "update": toy.update, "evaluate": toy.evaluate, "final": toy.final,
+    }  # fmt: skip
+    exec(compile(module_example(), "segrl.jobs example", "exec"), scope)
+    assert scope["metrics"]["step"] == 120.0
+    assert toy.evaluated == [100]  # every eval_every (100) steps before the last
+    run = RunDir(mlflow_store / "run")
+    assert run.finished and run.info["step"] == 120 and run.info["steps"] == 120
+    history = MlflowClient().get_metric_history(run.info["mlflow_run_id"], "train/loss")
+    assert [m.step for m in history] == list(range(10, 121, 10))  # every log_every (10) steps
+
+
+def test_cadences_and_the_end(mlflow_store):
+    toy = run_toy(ToyConfig(steps=12, out=str(mlflow_store / "run")))
+    assert toy.evaluated == [3, 6, 9]  # not at the last step: the end evaluates
+    assert toy.saved == [5, 10, 12]  # every checkpoint_every steps and at the last
+    run = RunDir(mlflow_store / "run")
+    run_id = run.info["mlflow_run_id"]
+    history = MlflowClient().get_metric_history(run_id, "train/loss")
+    assert [m.step for m in history] == [4, 8, 12]
+    assert run.finished and run.info["metrics"] == toy.metrics and run.has_checkpoint
+    assert MlflowClient().get_run(run_id).info.status == "FINISHED"
+
+
+def test_an_interrupted_job_resumes_exactly(mlflow_store):
+    straight = run_toy(ToyConfig(out=str(mlflow_store / "a")))
+    config = ToyConfig(out=str(mlflow_store / "b"))
+    with pytest.raises(TrainingInterrupted, match="stopped at step 7"):
+        run_toy(config, on_step=lambda step, stats: step == 7)
+    run = RunDir(mlflow_store / "b")
+    assert not run.finished and run.info["step"] == 7
+    run_id = run.info["mlflow_run_id"]
+    assert MlflowClient().get_run(run_id).info.status == "KILLED"
+    resumed = run_toy(config)
+    assert resumed.job.resumed_from == 7 and resumed.saved == [10, 12]
+    assert resumed.evaluated == [9]
+    assert resumed.metrics == straight.metrics
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+    history = MlflowClient().get_metric_history(run_id, "train/loss")
+    assert [m.step for m in history] == [4, 8, 12]  # one MLflow run across the interruption
+
+
+def test_a_finished_run_continues_only_with_a_larger_budget(mlflow_store):
+    out = str(mlflow_store / "run")
+    first = run_toy(ToyConfig(steps=6, out=out))
+    with pytest.raises(ConfigError, match="finished run"):
+        run_toy(ToyConfig(steps=6, out=out))
+    with pytest.raises(ConfigError, match=r"different config \(lr: 0.05 -> 0.1\)"):
+        run_toy(ToyConfig(steps=9, lr=0.1, out=out))
+    longer = run_toy(ToyConfig(steps=9, out=out))
+    assert longer.job.resumed_from == 6 and longer.metrics["step"] == 9.0
+    assert longer.metrics != first.metrics
+    straight = run_toy(ToyConfig(steps=9, out=str(mlflow_store / "straight")))
+    assert longer.metrics == straight.metrics  # as if it had been given 9 steps at first
+    dropped = str(mlflow_store / "dropped")
+    run_toy(ToyConfig(steps=6, out=dropped), keep_checkpoint=False)
+    assert not RunDir(dropped).has_checkpoint
+    with pytest.raises(ConfigError, match="finished run"):
+        run_toy(ToyConfig(steps=9, out=dropped))
+
+
+def test_the_time_limit_ends_the_run_as_its_budget_does(mlflow_store):
+    toy = run_toy(ToyConfig(steps=12, out=str(mlflow_store / "run")), max_minutes=1e-9)
+    assert toy.metrics["step"] == 1.0 and toy.saved == [1]
+    run = RunDir(mlflow_store / "run")
+    assert run.finished and run.info["step"] == 1
