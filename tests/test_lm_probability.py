@@ -323,7 +323,7 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     assert resolve_lm_config(unset, "words").lexicon_size == 0  # context lstm: no lexicon
     without_context = replace(unset, context="none")
     assert resolve_lm_config(without_context, "words").lexicon_size == SLM_LEXICON_SIZE
-    assert resolve_lm_config(without_context, "text").lexicon_size == 0  # running text: none
+    assert resolve_lm_config(without_context, "text").lexicon_size == 0  # unpriced, on text: none
     assert resolve_lm_config(replace(without_context, lexicon_size=7), "text").lexicon_size == 7
     segment_lstm = replace(without_context, model="segment-lstm")
     assert resolve_lm_config(segment_lstm, "words").lexicon_size == 0
@@ -332,6 +332,7 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     assert resolve_lm_config(priced, "words").length_penalty == PRICED_LEXICON_LENGTH_PENALTY
     assert PRICED_LEXICON_LENGTH_PENALTY < WORD_LIST_LENGTH_PENALTY
     assert resolve_lm_config(priced, "text").length_penalty == 0.0
+    assert resolve_lm_config(priced, "text").lexicon_size == SLM_LEXICON_SIZE  # priced: on text too
     unpriced_lexicon = replace(priced, lexicon_size=0)  # nothing to price: the usual penalty
     assert resolve_lm_config(unpriced_lexicon, "words").length_penalty == WORD_LIST_LENGTH_PENALTY
     assert resolve_lm_config(replace(priced, context="lstm"), "words").length_penalty == (

@@ -35,8 +35,9 @@ SLM_LEXICON_SIZE = 100_000
 """The lexicon of an ``slm`` without context on a word list unless one is given (``segrl lm
 train``): the 100,000 substrings found in the most training word types. Against no lexicon it raised
 ``slm``'s boundary F1 in English, Hungarian, Spanish and Czech (30,000 raised it less on average and
-lowered it in Spanish); on the bundled running text it lowered it (0.318 against 0.353), so running
-text keeps none (docs/results.md)."""
+lowered it in Spanish). On the bundled running text an unpriced lexicon lowered it (0.318 against
+0.353) and a priced one (``lexicon_cost`` above 0) raised it (0.387 against 0.353 and 0.331, seeds 0
+and 1), so running text gets one only when its entries are priced (docs/results.md)."""
 
 
 @dataclass
@@ -109,13 +110,15 @@ def lm_config(config: LMConfig) -> LMConfig:
 
 def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
     """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``lexicon_size``
-    (``SLM_LEXICON_SIZE`` for an ``slm`` without context, which alone can mix one, on a word list;
-    else 0) and ``length_penalty`` (``text``: 0; ``words``: ``PRICED_LEXICON_LENGTH_PENALTY`` for
-    an ``slm`` whose lexicon entries pay for their spelling, else ``WORD_LIST_LENGTH_PENALTY``)."""
+    (``SLM_LEXICON_SIZE`` for an ``slm`` without context, which alone can mix one, on a word list,
+    and on running text where its entries pay for their spelling; else 0) and ``length_penalty``
+    (``text``: 0; ``words``: ``PRICED_LEXICON_LENGTH_PENALTY`` for an ``slm`` whose lexicon entries
+    pay for their spelling, else ``WORD_LIST_LENGTH_PENALTY``)."""
     changes: dict[str, object] = {}
     lexicon_size = config.lexicon_size
     if lexicon_size is None:
-        lexicon = config.model == "slm" and config.context == "none" and corpus_kind == "words"
+        mixes = config.model == "slm" and config.context == "none"
+        lexicon = mixes and (corpus_kind == "words" or config.lexicon_cost > 0)
         lexicon_size = changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
     if config.length_penalty is None:
         priced = config.model == "slm" and lexicon_size and config.lexicon_cost > 0

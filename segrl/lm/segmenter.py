@@ -59,9 +59,9 @@ class SegmenterLMConfig(LMConfig):
 
     context: LMContext = "none"
     lexicon_size: int | None = None
-    """None: on a word list ``SLM_LEXICON_SIZE`` substrings mixed with the speller
-    (``segrl.lm.lexicon``), so that reusing a morph across words pays; on running text none; 0:
-    every segment spelled."""
+    """None: ``SLM_LEXICON_SIZE`` substrings mixed with the speller (``segrl.lm.lexicon``), so that
+    reusing a morph across words pays: on a word list, and on running text while ``lexicon_cost``
+    prices its entries; 0: every segment spelled."""
     lexicon_cost: float = LEXICON_COST
     """Nats per character that a lexicon entry's spelling costs once, when the corpus uses it
     (``segrl.lm.lexicon``): Morfessor's lexicon code, so that long entries that a few words share
