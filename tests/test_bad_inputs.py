@@ -120,6 +120,14 @@ def _classic_with(name: str, content: bytes) -> Callable[[Path], Path]:
     return make
 
 
+def _classic_with_counts_input(folder: Path) -> Path:
+    """A Morfessor segmenter's folder with ``in.txt`` beside its files: a counts list whose second
+    line is not ``count word``."""
+    saved = _classic_with("extra.txt", b"")(folder)
+    (saved / "in.txt").write_text("3 walked\nwalked three times\n", encoding="utf-8")
+    return saved
+
+
 def _units_without_config(folder: Path) -> Path:
     from segrl.data.corpus import PLACEHOLDER
     from segrl.data.vocab import CharVocab
@@ -229,6 +237,13 @@ CASES = [
         ["segment", "--model", "{f}"],
         _classic_with("segmenter.json", NOISE),
         "segmenter.json: not a segrl segmenter description",
+    ),
+    (
+        "segment-counts-line",
+        ["segment", "--model", "{f}", "--input-format", "counts", "{f}/in.txt"],
+        _classic_with_counts_input,
+        "in.txt:2: a word-count list has 'count word' or 'word<TAB>count' on every line, "
+        "got 'walked three times'. Fix the line, or give --input-format text or words.",
     ),
     (
         "policy-noise",

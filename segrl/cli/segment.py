@@ -142,7 +142,7 @@ def _items(lines: Iterable[tuple[str, int, str]], fmt: str) -> Iterator[tuple[st
     if fmt == "counts":
         from segrl.data.wordlists import read_word_counts
 
-        yield from read_word_counts(lines, "counts")
+        yield from read_word_counts(lines, "counts", "--input-format")
         return
     for _file, _number, line in lines:
         if fmt == "text":

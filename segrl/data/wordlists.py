@@ -65,9 +65,12 @@ def detect_format(lines: Iterable[tuple[str, int, str]]) -> str:
     return "text"
 
 
-def read_word_counts(lines: Iterable[tuple[str, int, str]], form: str) -> Iterator[tuple[str, int]]:
+def read_word_counts(
+    lines: Iterable[tuple[str, int, str]], form: str, flag: str = "--corpus-format"
+) -> Iterator[tuple[str, int]]:
     """``(word, count)`` for every non-empty line of a ``counts`` or ``words`` list; a line of another
-    shape is a ``DataError`` naming its file and line."""
+    shape is a ``DataError`` naming its file and line, and ``flag``, the option that names the
+    input's form in the command that reads it."""
     for file, number, line in lines:
         text = line.strip()
         if not text:
@@ -76,7 +79,7 @@ def read_word_counts(lines: Iterable[tuple[str, int, str]], form: str) -> Iterat
             if len(text.split()) != 1:
                 raise DataError(
                     f"{file}:{number}: a word list has one word per line, got {text[:60]!r}. "
-                    "Give --corpus-format text for running text, or counts for 'count word' lines."
+                    f"Give {flag} text for running text, or counts for 'count word' lines."
                 )
             yield text, 1
             continue
@@ -84,7 +87,7 @@ def read_word_counts(lines: Iterable[tuple[str, int, str]], form: str) -> Iterat
         if match is None:
             raise DataError(
                 f"{file}:{number}: a word-count list has 'count word' or 'word<TAB>count' on every "
-                f"line, got {text[:60]!r}. Fix the line, or give --corpus-format text or words."
+                f"line, got {text[:60]!r}. Fix the line, or give {flag} text or words."
             )
         first, second = match.groups()
         word, count = (second, int(first)) if match.re is _COUNT_WORD else (first, int(second))
