@@ -215,12 +215,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_bench_on_a_local_ray_cluster(mlflow_store, tmp_path):
+RAY_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def _bench_on_ray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auth: dict[str, str], command_line: bool
+) -> None:
+    """Start a Ray head on 127.0.0.1 with the environment ``auth`` (Ray's token variables) and a
+    home folder of its own, run a two-cell suite on it with the same environment (from this
+    process, or as ``segrl bench --ray`` in a process of its own: Ray reads its token variables
+    once per process), and stop it by its CLI. Ray keeps state in ``~/.ray`` (an ``auth_token``
+    written by an earlier ``segrl bench --ray local``): a home of the test's own keeps what a
+    user's earlier runs left there out of it."""
+    import os
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in RAY_AUTH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in auth.items():
+        monkeypatch.setenv(name, value)
     pytest.importorskip("ray", reason="the optional cluster extra (ray) is not installed")
     ray_cli = Path(sys.executable).parent / "ray"
     if not ray_cli.exists():
         ray_cli = shutil.which("ray")
+    env = dict(os.environ)
     port = _free_port()
     # Ray's socket paths must stay short: a temp folder under /tmp, not pytest's long tmp_path
     temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
@@ -239,14 +259,43 @@ def test_bench_on_a_local_ray_cluster(mlflow_store, tmp_path):
         "--temp-dir",
         str(temp),
     ]
-    started = subprocess.run(start, capture_output=True, text=True, timeout=180)
+    started = subprocess.run(start, capture_output=True, text=True, timeout=180, env=env)
     assert started.returncode == 0, started.stderr[-2000:]
     try:
-        suite = load_suite(str(_suite_file(tmp_path, TWO_TRIVIAL))).select(seeds=[0])
-        outcome = run_bench(suite, tmp_path / "bench", ray_address=f"127.0.0.1:{port}")
-        assert not outcome.failed, outcome.failed
-        assert {r["status"] for r in outcome.results} == {"done"}
+        suite_file = _suite_file(tmp_path, TWO_TRIVIAL)
+        if command_line:
+            bench = [sys.executable, "-m", "segrl", "bench", "--suite", str(suite_file)]
+            bench += [
+                "--seeds",
+                "0",
+                "--out",
+                str(tmp_path / "bench"),
+                "--ray",
+                f"127.0.0.1:{port}",
+            ]
+            done = subprocess.run(bench, capture_output=True, text=True, timeout=600, env=env)
+            assert done.returncode == 0, done.stderr[-2000:]
+        else:
+            suite = load_suite(str(suite_file)).select(seeds=[0])
+            outcome = run_bench(suite, tmp_path / "bench", ray_address=f"127.0.0.1:{port}")
+            assert not outcome.failed, outcome.failed
+            assert {r["status"] for r in outcome.results} == {"done"}
         assert len(_runs("segrl-bench")) == 3  # the parent and two cells
     finally:
-        subprocess.run([str(ray_cli), "stop", "--force"], capture_output=True, timeout=120)
+        subprocess.run([str(ray_cli), "stop", "--force"], capture_output=True, timeout=120, env=env)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_bench_on_a_local_ray_cluster(mlflow_store, tmp_path, monkeypatch):
+    _bench_on_ray(tmp_path, monkeypatch, {}, command_line=False)
+
+
+@pytest.mark.slow
+def test_bench_on_a_token_authenticated_ray_cluster(mlflow_store, tmp_path, monkeypatch):
+    """A cluster started with token authentication takes the cells of a bench given the same
+    token in its environment (docs/benchmark.md)."""
+    import secrets
+
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    _bench_on_ray(tmp_path, monkeypatch, token, command_line=True)
