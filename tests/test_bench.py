@@ -299,3 +299,33 @@ def test_bench_on_a_token_authenticated_ray_cluster(mlflow_store, tmp_path, monk
 
     token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     _bench_on_ray(tmp_path, monkeypatch, token, command_line=True)
+
+
+@pytest.mark.parametrize(
+    ("replace", "fragment"),
+    [
+        (
+            ('command = "baseline --method words"', 'command = "baseline --methd words"'),
+            "suite tiny, system 'words' on 'en': ",
+        ),
+        (
+            ('name = "en"\n', 'name = "en"\ngold = "no-such-folder/gold.tsv"\n'),
+            "suite tiny, language 'en': its gold no-such-folder/gold.tsv does not exist",
+        ),
+    ],
+    ids=["flag-typo", "missing-gold"],
+)
+def test_a_suite_is_checked_before_any_cell_runs(mlflow_store, tmp_path, capsys, replace, fragment):
+    """A misspelt flag in a system's command, or a gold path that does not exist (one outside
+    ``{data_dir}``, which the suite's loader checks), stops the bench before its parent run or any
+    cell starts: one line naming the system or language, exit 2."""
+    from segrl.cli import main
+
+    suite = _suite_file(tmp_path, TWO_TRIVIAL.replace(*replace))
+    code = main(["bench", "--suite", str(suite), "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("segrl: error: "), err
+    assert fragment in lines[0]
+    assert _runs("segrl-bench") == []

@@ -52,6 +52,19 @@ def cells_of(suite: Suite) -> list[Cell]:
     ]
 
 
+def check_sources(suite: Suite) -> None:
+    """Every language's corpus and gold set that is a path exists, before any cell starts: a
+    ``ConfigError`` naming the suite, the language and the path otherwise."""
+    for language in suite.languages:
+        for kind, spec in (("corpus", language.corpus), ("gold", language.gold)):
+            if spec is None or spec.startswith("wordfreq:") or Path(spec).exists():
+                continue
+            raise ConfigError(
+                f"suite {suite.name}, language {language.name!r}: its {kind} {spec} does not "
+                "exist (check the suite's path or --data-dir)"
+            )
+
+
 def run_bench(
     suite: Suite,
     out: str | Path | None = None,
@@ -65,6 +78,7 @@ def run_bench(
     same parent run."""
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
+    check_sources(suite)
     folder = Path(out or Path("runs") / "bench" / suite.name)
     check_writable_folder(folder, "--out")
     folder.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from segrl.errors import ConfigError
 
 
 def _names(text: str) -> list[str]:
@@ -59,6 +62,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         f"bench {suite.name} ({suite.source}): {len(suite.languages)} languages x "
         f"{len(suite.systems)} systems x {len(suite.seeds)} seeds = {n_cells} cells"
     )
+    _check_commands(suite, args.experiment)
     outcome = run_bench(suite, args.out, args.workers, args.ray, args.experiment)
     print()
     print(outcome.table)
@@ -67,3 +71,32 @@ def run_bench_command(args: argparse.Namespace) -> int:
     for failed in outcome.failed:
         print(f"FAILED {failed['cell']}: {failed.get('tail', '')} (log: {failed['log']})")
     return 1 if outcome.failed else 0
+
+
+def _check_commands(suite, experiment: str) -> None:
+    """Every cell's command line parses, before any cell starts: a flag misspelt in a system's
+    command is a ``ConfigError`` naming the system and argparse's message, not a failed cell."""
+    import contextlib
+    import io
+
+    from segrl.benchmark.runner import cells_of
+    from segrl.cli import build_parser
+
+    parser = build_parser()
+    checked: set[tuple[str, str]] = set()
+    for cell in cells_of(suite):
+        key = (cell.language.name, cell.system.name)
+        if key in checked:  # seeds change only the seed's value
+            continue
+        checked.add(key)
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                parser.parse_args(cell.argv(Path("runs"), experiment))
+        except SystemExit:
+            lines = [line for line in said.getvalue().splitlines() if line.strip()]
+            message = lines[-1] if lines else "it does not parse"
+            raise ConfigError(
+                f"suite {suite.name}, system {cell.system.name!r} on {cell.language.name!r}: "
+                f"{message.removeprefix('segrl: ')}; fix the system's command in the suite"
+            ) from None
