@@ -329,3 +329,16 @@ def test_a_suite_is_checked_before_any_cell_runs(mlflow_store, tmp_path, capsys,
     assert len(lines) == 1 and lines[0].startswith("segrl: error: "), err
     assert fragment in lines[0]
     assert _runs("segrl-bench") == []
+
+
+def test_named_corpus_sources_are_not_checked_as_paths(tmp_path):
+    """``wordfreq:`` and ``hf:`` corpora are names, not files: the up-front check leaves them to
+    their loaders, while a missing corpus file is refused."""
+    from segrl.benchmark.runner import check_sources
+
+    body = TWO_TRIVIAL.replace('name = "en"\n', 'name = "en"\ncorpus = "CORPUS"\n')
+    for named in ("wordfreq:en", "hf:wikitext"):
+        check_sources(load_suite(str(_suite_file(tmp_path, body.replace("CORPUS", named)))))
+    missing = load_suite(str(_suite_file(tmp_path, body.replace("CORPUS", "no-such.txt"))))
+    with pytest.raises(ConfigError, match="its corpus no-such.txt does not exist"):
+        check_sources(missing)

@@ -22,6 +22,7 @@ from segrl import tracking
 from segrl.benchmark.cells import Cell, CellJob, run_cell, source_hash
 from segrl.benchmark.report import format_markdown, format_text, plot_f1, summarise, write_csv
 from segrl.benchmark.suite import Suite
+from segrl.data.corpus import corpus_path
 from segrl.errors import ConfigError, TrackingError
 from segrl.files import check_writable_folder
 
@@ -56,11 +57,12 @@ def check_sources(suite: Suite) -> None:
     """Every language's corpus and gold set that is a path exists, before any cell starts: a
     ``ConfigError`` naming the suite, the language and the path otherwise."""
     for language in suite.languages:
-        for kind, spec in (("corpus", language.corpus), ("gold", language.gold)):
-            if spec is None or spec.startswith("wordfreq:") or Path(spec).exists():
+        gold = None if language.gold is None else Path(language.gold)
+        for kind, path in (("corpus", corpus_path(language.corpus)), ("gold", gold)):
+            if path is None or path.exists():
                 continue
             raise ConfigError(
-                f"suite {suite.name}, language {language.name!r}: its {kind} {spec} does not "
+                f"suite {suite.name}, language {language.name!r}: its {kind} {path} does not "
                 "exist (check the suite's path or --data-dir)"
             )
 

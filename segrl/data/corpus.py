@@ -205,6 +205,14 @@ def _check_not_all_placeholder(
         )
 
 
+def corpus_path(corpus: str | None) -> Path | None:
+    """The file or folder a corpus source names; None for the bundled corpus and for the named
+    sources, ``wordfreq:LANG`` and ``hf:NAME``."""
+    if corpus is None or corpus.startswith((WORDFREQ_PREFIX, HF_PREFIX)):
+        return None
+    return Path(corpus)
+
+
 def corpus_format(corpus: str | None, declared: CorpusFormat = "auto") -> str:
     """What ``corpus`` is: ``text``, ``counts``, ``words`` or ``wordfreq``; ``auto`` reads the first
     lines of a file (``wordfreq:LANG`` is always a word list; the bundled corpus is text)."""
