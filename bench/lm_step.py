@@ -69,9 +69,7 @@ def main() -> None:
     def timed(fused: bool, cost: float) -> float:
         model.load_state_dict(initial)
         model.config = dataclasses.replace(options, lexicon_cost=cost)
-        trainer = LMTrainer(
-            model, lexicon_uses=len(words), corpus_chars=sum(len(w) + 1 for w in words)
-        )
+        trainer = LMTrainer(model, corpus=words)
         if not fused:
             trainer.optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, foreach=False)
         return seconds_per_update(trainer, batches)

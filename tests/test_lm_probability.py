@@ -481,7 +481,8 @@ def test_the_lexicon_cost_is_added_to_the_marginal_update_and_shrinks_rare_entri
     for cost in (0.0, 5.0):
         lm = tiny("slm", lexicon=LEXICON, context="none")
         lm.config = replace(lm.config, lexicon_cost=cost)
-        trainer = LMTrainer(lm, lr=0.05, lexicon_uses=len(texts), corpus_chars=chars)
+        trainer = LMTrainer(lm, lr=0.05, corpus=texts)
+        assert (trainer.lexicon_uses, trainer.corpus_chars) == (len(texts), chars)
         first = trainer.marginal_step(texts)
         assert ("lexicon_nats" in first) == (cost > 0)
         for _ in range(30):

@@ -112,8 +112,7 @@ class LMEvaluator(Evaluator):
             lm,
             lr=config.lr,
             weight_decay=config.weight_decay,
-            lexicon_uses=len(self.words),
-            corpus_chars=sum(len(w) + 1 for w in self.words),
+            corpus=self.words,
         )
         self.buffer: deque[tuple[str, list[str]]] = deque(maxlen=config.buffer_size)
         self.rng = np.random.default_rng(seed)

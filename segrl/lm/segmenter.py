@@ -186,8 +186,7 @@ def train_lm_segmenter(
         config.lr,
         config.clip,
         config.weight_decay,
-        lexicon_uses=len(train),
-        corpus_chars=sum(len(t) + 1 for t in train),
+        corpus=train,
     )
     per_epoch = math.ceil(len(train) / config.batch_size)
     steps = config.epochs * per_epoch

@@ -32,10 +32,10 @@ class LMTrainer:
     Args:
         model: the language model to train.
         lr: learning rate; clip: largest gradient norm; weight_decay: Adam's L2 term.
-        lexicon_uses: for ``slm`` with a lexicon whose ``config.lexicon_cost`` is above 0: how many
-            segments the training texts hold, about (``SLM.lexicon_description_length``); the
-            lexicon's description length, divided by ``corpus_chars`` (the training texts'
-            characters, each text's end counted), is added to every marginal update's loss.
+        corpus: the training texts, for ``slm`` with a lexicon whose ``config.lexicon_cost`` is above
+            0: the lexicon's description length for as many segments as there are texts
+            (``SLM.lexicon_description_length``), divided by their characters (each text's end
+            counted), is added to every marginal update's loss.
     """
 
     def __init__(
@@ -44,16 +44,15 @@ class LMTrainer:
         lr: float = 2e-3,
         clip: float = 1.0,
         weight_decay: float = 0.0,
-        lexicon_uses: float = 0.0,
-        corpus_chars: int = 0,
+        corpus: Sequence[str] = (),
     ):
         self.model = model
         self.clip = clip
         self.optimizer = torch.optim.Adam(
             model.parameters(), lr=lr, weight_decay=weight_decay, fused=_fused(model)
         )
-        self.lexicon_uses = lexicon_uses
-        self.corpus_chars = corpus_chars
+        self.lexicon_uses = len(corpus)
+        self.corpus_chars = sum(len(text) + 1 for text in corpus)
         self.steps = 0
 
     def step(self, batch: SegmentedBatch) -> dict[str, float]:
