@@ -107,11 +107,12 @@ class SLM(SegmentLM):
         texts = torch.arange(batch, device=states.device)
         at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
         if self.lexicon is not None:  # [N, R + 1] and [B], or per category [N, R + 1, K], [B, K]
+            contexts = self._lexicon_contexts()
             mixed = [
                 self._mix_lexicon(chars, space, rows, starts, lengths, spans, context)
-                for context in self._lexicon_contexts()
+                for context in contexts
             ]
-            ends = [self.lexicon.end(context, at_end) for context in self._lexicon_contexts()]
+            ends = [self.lexicon.end(context, at_end) for context in contexts]
             spans, at_end = (
                 (torch.stack(mixed, -1), torch.stack(ends, -1))
                 if self.transitions is not None
