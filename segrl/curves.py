@@ -1,5 +1,6 @@
-"""Training curves of runs side by side: the metric histories of ``segrl.tracking.metric_histories``
-as one table per metric (a row per logged step, a column per run) and as a chart (``segrl curves``)."""
+"""Training curves of runs side by side: the metric histories of
+``segrl.tracking.queries.metric_histories`` as one table per metric (a row per logged step, a column
+per run) and as a chart (``segrl curves``)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def curve_rows(histories: Histories, metric: str, every: int = 1) -> list[dict]:
 
 def format_curves(histories: Histories, metrics: Sequence[str], every: int = 1) -> str:
     """A plain-text table per metric; a metric no run logged says so."""
-    from segrl.tracking import format_table
+    from segrl.tables import format_table
 
     blocks = []
     for metric in metrics:

@@ -101,14 +101,13 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
 def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment: str) -> None:
     """One MLflow run per gold file, a segmenter of kind ``evaluated`` that ``segrl compare`` shows
     beside the trained ones (grouped by its gold file)."""
-    from segrl import tracking
+    from segrl.tracking.runs import log_segmenter, set_tags, start_run
+    from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_TAG
 
     for r in results:
         params = {"source": source}
         if not r.gold.startswith("bundled:"):
             params["gold.path"] = r.gold
-        with tracking.start_run(params, experiment, name):
-            tracking.set_tags(
-                {tracking.GOLD_TAG: r.gold, tracking.GOLD_FINGERPRINT_TAG: r.fingerprint}
-            )
-            tracking.log_segmenter(name, EVALUATED_KIND, r.metrics)
+        with start_run(params, experiment, name):
+            set_tags({GOLD_TAG: r.gold, GOLD_FINGERPRINT_TAG: r.fingerprint})
+            log_segmenter(name, EVALUATED_KIND, r.metrics)

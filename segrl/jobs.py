@@ -50,11 +50,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from segrl import tracking
 from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import flatten_config, load_config, save_config
 from segrl.errors import ConfigError, ModelError
 from segrl.files import check_writable_folder, lock_folder, unlock_folder
+from segrl.tracking.runs import active_run_id, end_run_killed, log_metrics, resuming, start_run
 
 RUNS_ROOT = "runs"
 CONFIG_FILE = "config.toml"
@@ -350,12 +350,12 @@ class Job:
                 flush=True,
             )
         self._stack.enter_context(
-            tracking.start_run(self.config, self.experiment, self.run_name, self.tags, resume_id)
+            start_run(self.config, self.experiment, self.run_name, self.tags, resume_id)
         )
         if resume_id is not None:
-            self._stack.enter_context(tracking.resuming(resume_id))
+            self._stack.enter_context(resuming(resume_id))
         self.stop = self._stack.enter_context(stop_requests())
-        self.run.update_info(mlflow_run_id=tracking.active_run_id(), finished=False)
+        self.run.update_info(mlflow_run_id=active_run_id(), finished=False)
         self._started = time.perf_counter()
         if self.resumed_from is not None:
             print(
@@ -387,7 +387,7 @@ class Job:
             self._window[key].append(value)
         if self.logged(step):
             means = {f"{self.log_prefix}{k}": sum(v) / len(v) for k, v in self._window.items()}
-            tracking.log_metrics(means, step=step * self.metric_step)
+            log_metrics(means, step=step * self.metric_step)
             self._window.clear()
             self._show({k[len(self.log_prefix) :]: v for k, v in means.items()})
         evaluating = self.evaluate is not None and self.eval_every and step < self.steps
@@ -453,6 +453,6 @@ class Job:
         self.close_progress()
         unlock_folder(self.run.path)
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            tracking.end_run_killed()
+            end_run_killed()
         self._stack.__exit__(exc_type, exc, tb)
         return False

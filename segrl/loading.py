@@ -98,11 +98,11 @@ def resolve_source(source: str | Path) -> Path:
     """A local folder for ``source``: the folder itself, or the MLflow artifact downloaded."""
     text = str(source)
     if text.startswith(_URI_SCHEMES) and not Path(text).exists():
-        from segrl import tracking
+        from segrl.tracking.store import download_artifacts
 
         if text.startswith("runs:/") and text.rstrip("/").count("/") == 1:
             text = f"{text.rstrip('/')}/{MODEL_ARTIFACT}"
-        return tracking.download_artifacts(text)
+        return download_artifacts(text)
     folder = Path(source)
     if not folder.exists():
         raise ModelError(

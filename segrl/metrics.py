@@ -14,7 +14,8 @@
   ``units_per_char``.
 
 ``segmentation_metrics`` turns predictions into the dictionary of standard metric names that every
-segmenter logs, so one MLflow view compares them all.
+segmenter logs, so one MLflow view compares them all; ``length_figure`` draws its boundary F1 by
+gold word length.
 
 Conventions for empty counts: a ratio whose denominator is zero is 1.0 when its numerator's reference is
 also empty (nothing to find and nothing found) and 0.0 otherwise; F1 is 0.0 when P + R = 0.
@@ -23,8 +24,9 @@ also empty (nothing to find and nothing found) and 0.0 otherwise; F1 is 0.0 when
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -259,6 +261,24 @@ def segmentation_metrics(
         GOLD_WORDS: float(len(gold)),
         **by_length,
     }
+
+
+def length_figure(name: str, by_length: Mapping[str, float], overall: float | None) -> Any:
+    """Bars of boundary F1 by gold word length, with the overall F1 as a line."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5, 3.2), dpi=100)
+    axes = figure.subplots()
+    axes.bar(list(by_length), list(by_length.values()), color="#4477aa")
+    if overall is not None:
+        axes.axhline(overall, color="#cc6677", linestyle="--", label=f"all words: {overall:.3f}")
+        axes.legend(loc="upper left", frameon=False)
+    axes.set_ylim(0, 1)
+    axes.set_xlabel("gold word length (characters)")
+    axes.set_ylabel("boundary F1")
+    axes.set_title(name)
+    figure.tight_layout()
+    return figure
 
 
 def evaluate_word_segmenter(

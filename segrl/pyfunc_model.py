@@ -1,8 +1,8 @@
 """The MLflow ``pyfunc`` model of a trained segmenter, as MLflow's models-from-code loads it: this
-file is copied into every logged model (``segrl.tracking.log_segmenter_model``) and run when the
-model is loaded; the segmenter's own files are the model's ``segmenter`` artifact. The class lives
-here, in the file handed to ``set_model``, above the loader it calls: tracking names this file but
-never imports it."""
+file is copied into every logged model (``segrl.tracking.models.log_segmenter_model``) and run when
+the model is loaded; the segmenter's own files are the model's ``segmenter`` artifact. The class
+lives here, in the file handed to ``set_model``, above the loader it calls: tracking names this file
+but never imports it."""
 
 from typing import Any
 

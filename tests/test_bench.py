@@ -158,7 +158,7 @@ def test_summary_means_and_standard_deviations():
 def _runs(experiment: str) -> list:
     from mlflow.tracking import MlflowClient
 
-    from segrl.tracking import tracking_uri
+    from segrl.tracking.store import tracking_uri
 
     client = MlflowClient(tracking_uri())
     exp = client.get_experiment_by_name(experiment)

@@ -81,7 +81,7 @@ def test_all_baselines_on_the_bundled_corpus(mlflow_store, capsys):
 
 @pytest.mark.slow
 def test_mlproject_entry_point_logs_child_runs(mlflow_store, small_corpus_file):
-    from segrl.tracking import segmenter_runs
+    from segrl.tracking.queries import segmenter_runs
 
     project = Path(__file__).resolve().parents[1] / "mlflow"
     shutil.copytree(project, mlflow_store / "project")

@@ -9,11 +9,11 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from segrl import tracking
 from segrl.cli import main
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
+from segrl.tracking.queries import segmenter_runs
 from segrl.units.base import Encoding, make_autoencoder_batch
 from segrl.units.config import build_units_config
 from segrl.units.dcsa import (
@@ -343,7 +343,7 @@ def test_units_cli_train_dcsa_and_probe(mlflow_store, small_corpus_file, tmp_pat
     args += [f"--set={k}={v}" for k, v in tiny.items()]
     assert main(args) == 0
     assert "[dcsa] segment_f1" in capsys.readouterr().out
-    runs = tracking.segmenter_runs()
+    runs = segmenter_runs()
     assert [(r["segmenter"], r["kind"]) for r in runs] == [("dcsa", "units")]
     history = MlflowClient().get_metric_history(runs[0]["run_id"], "train/open_slots")
     assert [m.step for m in history] == [3, 6] and all(0 <= m.value <= 8 for m in history)

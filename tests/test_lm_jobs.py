@@ -17,7 +17,7 @@ from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import LMConfig, load_lm
 from segrl.lm.levels import LevelsConfig, LevelsLMConfig, held_out_sentences, run_levels
 from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter, training_texts
-from segrl.tracking import segmenter_runs
+from segrl.tracking.queries import segmenter_runs
 from tests.conftest import shared_path
 
 TINY = {"char_dim": 8, "embedding_dim": 16, "hidden_dim": 16, "speller_dim": 16}

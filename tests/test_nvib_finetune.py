@@ -9,11 +9,11 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from segrl import tracking
 from segrl.cli import main
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
+from segrl.tracking.queries import segmenter_runs
 from segrl.units.base import make_autoencoder_batch
 from segrl.units.config import build_units_config
 from segrl.units.dcsa import DCSAAutoencoder, DCSAConfig
@@ -279,7 +279,7 @@ def test_units_cli_finetune(mlflow_store, small_corpus_file, tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"fine-tuning {folder} for 2 steps" in out and "[transformer-nvib-finetune]" in out
-    runs = {r["segmenter"]: r for r in tracking.segmenter_runs()}
+    runs = {r["segmenter"]: r for r in segmenter_runs()}
     assert set(runs) == {"transformer", "transformer-nvib-finetune"}
     run = MlflowClient().get_run(runs["transformer-nvib-finetune"]["run_id"])
     assert run.data.params["init_from"] == str(folder)

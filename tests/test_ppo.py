@@ -9,7 +9,6 @@ from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
 from stable_baselines3 import PPO
 
-from segrl import tracking
 from segrl.agents import TrainConfig
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
 from segrl.agents.ppo_batched import BatchedPPO, ppo_loss, train_ppo_batched
@@ -26,7 +25,8 @@ from segrl.envs.masks import DELETE, MODIFY, REPEAT, text_rule_masks
 from segrl.errors import ConfigError
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.jobs import RunDir, TrainingInterrupted
-from segrl.tracking import segmenter_runs
+from segrl.tracking.queries import segmenter_runs
+from segrl.tracking.runs import start_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = {"embedding_dim": 8, "hidden_dim": 16}
@@ -239,7 +239,7 @@ def test_the_evaluator_co_trains_once_per_rollout_on_the_finished_episodes(corpu
 
 
 def test_mlflow_output_format_logs_numbers_only(mlflow_store):
-    with tracking.start_run({"agent": "ppo"}) as run:
+    with start_run({"agent": "ppo"}) as run:
         MlflowOutputFormat().write(
             {"train/approx_kl": 0.5, "time/fps": 12, "note": "text", "train/flag": True},
             {"train/approx_kl": None, "time/fps": ("mlflow",)},

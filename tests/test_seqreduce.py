@@ -6,11 +6,11 @@ the other models in test_units_infra)."""
 import pytest
 import torch
 
-from segrl import tracking
 from segrl.cli import main
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
+from segrl.tracking.queries import segmenter_runs
 from segrl.units.base import RECONSTRUCTION, make_autoencoder_batch
 from segrl.units.config import build_units_config
 from segrl.units.evaluation import ACCURACY, KEPT_PER_CHAR, reconstruction_metrics, segment_texts
@@ -170,7 +170,7 @@ def test_units_cli_train_seqreduce(mlflow_store, small_corpus_file, tmp_path, ca
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "[seqreduce] segment_f1" in out and "kept_per_char 0.2" in out  # ceil(n / 4) / n
-    [row] = tracking.segmenter_runs()
+    [row] = segmenter_runs()
     assert (row["segmenter"], row["kind"]) == ("seqreduce", "units")
     assert 0 < row["units_per_char"] < 0.6  # at most ceil(n / 4) segments for a word of n
     assert list((mlflow_store / "mlruns").rglob("attention/sentence_0.png"))

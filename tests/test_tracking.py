@@ -12,9 +12,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import mlflow
-from segrl import tracking
 from segrl.config import BaselineConfig
 from segrl.errors import TrackingError
+from segrl.tracking.queries import segmenter_runs
+from segrl.tracking.runs import log_metrics, log_segmenter, start_run
+from segrl.tracking.store import ensure_reachable, tracking_uri
+from segrl.tracking.tags import RUN_TAGS_VARIABLE, SEGMENTER_TAG
+from segrl.tracking.ui import EXPERIMENT_KIND_TAG, VIEW_TAG, runs_table_url
 
 
 def closed_port() -> int:
@@ -24,12 +28,12 @@ def closed_port() -> int:
 
 
 def test_default_store_is_sqlite_in_the_working_folder(mlflow_store):
-    assert tracking.tracking_uri() == f"sqlite:///{mlflow_store / 'mlflow.db'}"
-    with tracking.start_run(BaselineConfig(), "exp", "r1") as run:
-        tracking.log_metrics({"loss": 1.5}, step=3)
+    assert tracking_uri() == f"sqlite:///{mlflow_store / 'mlflow.db'}"
+    with start_run(BaselineConfig(), "exp", "r1") as run:
+        log_metrics({"loss": 1.5}, step=3)
     assert (mlflow_store / "mlflow.db").exists()
     assert (mlflow_store / "mlruns").is_dir()
-    client = MlflowClient(tracking.tracking_uri())
+    client = MlflowClient(tracking_uri())
     logged = client.get_run(run.info.run_id)
     assert logged.data.params["data.max_len"] == "128"
     assert logged.data.params["method"] == "morfessor"
@@ -39,31 +43,31 @@ def test_default_store_is_sqlite_in_the_working_folder(mlflow_store):
 
 def test_segmenter_runs_for_compare(mlflow_store):
     for f1 in (0.2, 0.4):
-        with tracking.start_run({"x": 1}, "exp", "m"):
-            tracking.log_segmenter("morfessor", "baseline", {"boundary_f1": f1}, "un-expect-ed\n")
-    with tracking.start_run({"x": 1}, "exp", "c"):
-        tracking.log_segmenter("characters", "baseline", {"boundary_f1": 0.1})
-    with tracking.start_run({"x": 1}, "exp", "not a segmenter"):
-        tracking.log_metrics({"boundary_f1": 0.9})
-    latest = tracking.segmenter_runs("exp")
+        with start_run({"x": 1}, "exp", "m"):
+            log_segmenter("morfessor", "baseline", {"boundary_f1": f1}, "un-expect-ed\n")
+    with start_run({"x": 1}, "exp", "c"):
+        log_segmenter("characters", "baseline", {"boundary_f1": 0.1})
+    with start_run({"x": 1}, "exp", "not a segmenter"):
+        log_metrics({"boundary_f1": 0.9})
+    latest = segmenter_runs("exp")
     assert [(r["segmenter"], r["boundary_f1"]) for r in latest] == [
         ("characters", 0.1),
         ("morfessor", 0.4),
     ]
-    assert len(tracking.segmenter_runs("exp", latest_only=False)) == 3
+    assert len(segmenter_runs("exp", latest_only=False)) == 3
     with pytest.raises(TrackingError, match="no experiment named 'other'"):
-        tracking.segmenter_runs("other")
+        segmenter_runs("other")
 
 
 def test_failed_run_is_marked_and_left_out_of_compare(mlflow_store):
-    with pytest.raises(RuntimeError), tracking.start_run({"x": 1}, "exp", "boom"):
-        tracking.log_segmenter("bpe", "baseline", {"boundary_f1": 0.3})
+    with pytest.raises(RuntimeError), start_run({"x": 1}, "exp", "boom"):
+        log_segmenter("bpe", "baseline", {"boundary_f1": 0.3})
         raise RuntimeError("training diverged")
-    runs = MlflowClient(tracking.tracking_uri()).search_runs(
+    runs = MlflowClient(tracking_uri()).search_runs(
         [mlflow.get_experiment_by_name("exp").experiment_id]
     )
     assert [r.info.status for r in runs] == ["FAILED"]
-    assert tracking.segmenter_runs("exp") == []
+    assert segmenter_runs("exp") == []
 
 
 def test_unreachable_server_fails_before_the_job_starts(mlflow_store, monkeypatch):
@@ -81,7 +85,7 @@ def test_unreachable_server_fails_before_the_job_starts(mlflow_store, monkeypatc
     monkeypatch.setattr(urllib.request, "urlopen", counting_urlopen)
     ran = []
     message = f"cannot reach the MLflow tracking server at {uri}"
-    with pytest.raises(TrackingError, match=message), tracking.start_run({"x": 1}, "exp"):
+    with pytest.raises(TrackingError, match=message), start_run({"x": 1}, "exp"):
         ran.append(True)
     assert not ran
     assert requests == [f"{uri}/health"]  # one health request, not MLflow's minutes of retries
@@ -90,17 +94,7 @@ def test_unreachable_server_fails_before_the_job_starts(mlflow_store, monkeypatc
 def test_broken_sqlite_store_is_a_clear_error(mlflow_store):
     (mlflow_store / "mlflow.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(TrackingError, match="not a readable sqlite database"):
-        tracking.ensure_reachable()
-
-
-def test_format_table():
-    text = tracking.format_table(
-        [{"name": "bpe", "f1": 0.25}, {"name": "morfessor"}], ["name", "f1"]
-    )
-    lines = text.splitlines()
-    assert lines[0].split() == ["name", "f1"]
-    assert lines[2].split() == ["bpe", "0.250"]
-    assert lines[3].split() == ["morfessor", "-"]
+        ensure_reachable()
 
 
 def _descendants(pid: int) -> set[int]:
@@ -132,8 +126,8 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
     """``segrl ui`` serves the store over REST; SIGTERM stops it, its server and every worker."""
-    with tracking.start_run({"x": 1}, "exp", "for-ui") as run:
-        tracking.log_segmenter("unigram", "baseline", {"boundary_f1": 0.375}, "sample\n")
+    with start_run({"x": 1}, "exp", "for-ui") as run:
+        log_segmenter("unigram", "baseline", {"boundary_f1": 0.375}, "sample\n")
     port = closed_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "segrl", "ui", "--port", str(port)],
@@ -161,7 +155,7 @@ def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
         metrics = {m["key"]: m["value"] for m in data["data"]["metrics"]}
         tags = {t["key"]: t["value"] for t in data["data"]["tags"]}
         assert metrics["boundary_f1"] == 0.375
-        assert tags[tracking.SEGMENTER_TAG] == "unigram"
+        assert tags[SEGMENTER_TAG] == "unigram"
         with urllib.request.urlopen(
             f"{base}/api/2.0/mlflow/artifacts/list?run_id={run.info.run_id}"
         ) as r:
@@ -184,14 +178,14 @@ def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
 
 
 def test_the_experiment_opens_on_its_runs_with_the_standard_metrics(mlflow_store):
-    with tracking.start_run({"x": 1}, "exp", "a-run"):
-        tracking.log_segmenter(
+    with start_run({"x": 1}, "exp", "a-run"):
+        log_segmenter(
             "unigram", "baseline", {"boundary_f1": 0.5, "boundary_f1_by_length/1-4": 0.25}
         )
-    client = MlflowClient(tracking.tracking_uri())
+    client = MlflowClient(tracking_uri())
     experiment = client.get_experiment_by_name("exp")
-    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
-    view = json.loads(experiment.tags[tracking.VIEW_TAG])
+    assert experiment.tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
+    view = json.loads(experiment.tags[VIEW_TAG])
     assert view["selectedColumns"][:4] == [
         "metrics.`boundary_f1`",
         "metrics.`boundary_precision`",
@@ -199,12 +193,12 @@ def test_the_experiment_opens_on_its_runs_with_the_standard_metrics(mlflow_store
         "metrics.`units_per_char`",
     ]
     assert view["orderByKey"] == "metrics.`boundary_f1`" and view["orderByAsc"] is False
-    url = tracking.runs_table_url("http://127.0.0.1:5000", "exp")
+    url = runs_table_url("http://127.0.0.1:5000", "exp")
     assert url == (
         f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs"
         "?viewStateShareKey=segrl"
     )
-    assert tracking.runs_table_url("http://h:1", "no-such-experiment") == "http://h:1"
+    assert runs_table_url("http://h:1", "no-such-experiment") == "http://h:1"
     run = client.search_runs([experiment.experiment_id])[0]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert "boundary_f1_by_length.png" in artifacts  # every segmenter run logs a picture
@@ -217,13 +211,13 @@ def test_a_nested_run_is_another_segmenter_of_the_job(mlflow_store, monkeypatch)
         "segrl.bench.cell": "en-agent-0",
         "segrl.bench.seed": "0",
     }
-    monkeypatch.setenv(tracking.RUN_TAGS_VARIABLE, json.dumps(tags))
+    monkeypatch.setenv(RUN_TAGS_VARIABLE, json.dumps(tags))
     with (
-        tracking.start_run({"x": 1}, "exp", "student") as student,
-        tracking.start_run({"x": 1}, "exp", "teacher", nested=True) as teacher,
+        start_run({"x": 1}, "exp", "student") as student,
+        start_run({"x": 1}, "exp", "teacher", nested=True) as teacher,
     ):
         pass
-    client = MlflowClient(tracking.tracking_uri())
+    client = MlflowClient(tracking_uri())
     child = client.get_run(teacher.info.run_id).data.tags
     parent = client.get_run(student.info.run_id).data.tags
     assert child["mlflow.parentRunId"] == student.info.run_id
@@ -231,7 +225,7 @@ def test_a_nested_run_is_another_segmenter_of_the_job(mlflow_store, monkeypatch)
     assert "segrl.bench.cell" not in child and parent["segrl.bench.system"] == "agent"
     with (
         pytest.raises(TrackingError, match="needs an active run"),
-        tracking.start_run({"x": 1}, "exp", "alone", nested=True),
+        start_run({"x": 1}, "exp", "alone", nested=True),
     ):
         pass
 
@@ -239,7 +233,7 @@ def test_a_nested_run_is_another_segmenter_of_the_job(mlflow_store, monkeypatch)
 def _log_curve(name: str, values: dict[int, float]) -> str:
     # A client of the store segrl reads, not mlflow's process-wide active store and experiment,
     # which earlier tests may have pointed elsewhere.
-    client = MlflowClient(tracking.tracking_uri())
+    client = MlflowClient(tracking_uri())
     experiment = client.get_experiment_by_name("curves")
     experiment_id = experiment.experiment_id if experiment else client.create_experiment("curves")
     run = client.create_run(experiment_id, run_name=name)

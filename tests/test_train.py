@@ -17,7 +17,7 @@ from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import build_config
 from segrl.errors import ConfigError
 from segrl.jobs import RunDir, TrainingInterrupted
-from segrl.tracking import segmenter_runs
+from segrl.tracking.queries import segmenter_runs
 
 
 def small_config(corpus_file, tmp_path, **overrides):

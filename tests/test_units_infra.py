@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from mlflow.tracking import MlflowClient
 
-from segrl import tracking
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.data import load_corpus
 from segrl.data.corpus import PLACEHOLDER
@@ -18,6 +17,9 @@ from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
 from segrl.jobs import CHECKPOINT_FILE
 from segrl.metrics import BOUNDARY_F1, SEGMENT_F1
+from segrl.tracking.queries import segmenter_runs
+from segrl.tracking.runs import start_run
+from segrl.tracking.store import tracking_uri
 from segrl.units.base import RECONSTRUCTION, make_autoencoder_batch
 from segrl.units.config import build_units_config, units_config_class
 from segrl.units.evaluation import reconstruction_metrics, segment_texts
@@ -185,7 +187,7 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     for name in (SEGMENT_F1, BOUNDARY_F1, "reconstruction_clean", "kept_per_char"):
         assert 0.0 <= result.metrics[name] < 10
     assert result.metrics["kept_per_char"] == pytest.approx(1.0)
-    rows = tracking.segmenter_runs()
+    rows = segmenter_runs()
     assert [(r["segmenter"], r["kind"]) for r in rows] == [("transformer", "units")]
     assert rows[0][SEGMENT_F1] == pytest.approx(result.metrics[SEGMENT_F1])
     artifacts = mlflow_store / "mlruns"
@@ -246,7 +248,7 @@ def test_interrupted_training_resumes_to_the_same_model(
     for (name, a), b in zip(first.state_dict().items(), second.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert resumed.metrics[RECONSTRUCTION] == pytest.approx(expected.metrics[RECONSTRUCTION])
-    run = MlflowClient(tracking.tracking_uri()).get_run(resumed.run_id)
+    run = MlflowClient(tracking_uri()).get_run(resumed.run_id)
     assert run.info.status == "FINISHED"
     steps = [m.step for m in MlflowClient().get_metric_history(resumed.run_id, "train/loss")]
     assert steps == [5, 10, 12]  # one history across the interruption
@@ -325,7 +327,7 @@ def test_robustness_curves_and_comparison_plot(mlflow_store):
     assert len({(r[RECONSTRUCTION], r["accuracy"]) for r in clean}) == 1  # rate 0: the same input
     noisy = {r["kind"]: r[RECONSTRUCTION] for r in rows if r["rate"] == 0.3}
     assert noisy["insert"] != clean[0][RECONSTRUCTION]
-    with tracking.start_run({"what": "robustness"}, "segrl", "robustness"):
+    with start_run({"what": "robustness"}, "segrl", "robustness"):
         log_robustness({"a": rows, "b": rows})
     assert list((mlflow_store / "mlruns").rglob("robustness/accuracy.png"))
     assert list((mlflow_store / "mlruns").rglob("robustness/robustness.json"))

@@ -34,7 +34,6 @@ from typing import Any, Protocol
 
 import torch
 
-from segrl import tracking
 from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig
 from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
@@ -46,6 +45,9 @@ from segrl.jobs import RUNS_ROOT, Job, RunDir
 from segrl.metrics import BOUNDARY_F1, evaluate_word_segmenter
 from segrl.runtime import resolve_device, seed_everything, set_threads
 from segrl.segmentation import render
+from segrl.tracking.models import log_segmenter_model
+from segrl.tracking.runs import log_data, log_metrics, log_segmenter, log_text, start_run
+from segrl.tracking.store import ensure_reachable
 
 AGENT_KIND = "agent"
 SEGMENTER_DIR = "segmenter"
@@ -146,7 +148,7 @@ def prepare_job(
     """What every agent's job does before it builds its model: check the config and the tracking
     store, read and check the inputs, open the run folder, set the threads, seed everything."""
     config.validate()
-    tracking.ensure_reachable()
+    ensure_reachable()
     device = resolve_device(config.device)
     task = build_task(config, corpus, gold)
     run = open_run(config)
@@ -199,13 +201,13 @@ def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConf
     """What a fresh run (not a resumed one) does before its first step, whatever the agent: log the
     corpus settings, pre-train the evaluator on the untrained policy's segmentations (the LM
     evaluator; nothing for the others), evaluate at step 0."""
-    tracking.log_data(task.corpus, config.gold.path, task.gold)
+    log_data(task.corpus, config.gold.path, task.gold)
     started = time.perf_counter()
     pretrained = pretrain_evaluator(task, segmenter, config.seed)
     if pretrained:
         seconds = time.perf_counter() - started
         print(f"[{config.name}] evaluator pre-trained ({seconds:.0f}s)", flush=True)
-    tracking.log_metrics({f"pretrain/{k}": v for k, v in pretrained.items()}, step=0)
+    log_metrics({f"pretrain/{k}": v for k, v in pretrained.items()}, step=0)
     evaluate_and_log(segmenter, task, step=0)
 
 
@@ -214,8 +216,8 @@ def evaluate_and_log(segmenter: AgentSegmenter, task: TrainingTask, step: int) -
     metrics, samples = evaluate_agent(
         segmenter, task.heldout, task.references, task.gold_sample, task.text, task.evaluator
     )
-    tracking.log_metrics({f"eval/{k}": v for k, v in metrics.items()}, step=step)
-    tracking.log_text(samples, f"samples/step_{step:06d}.txt")
+    log_metrics({f"eval/{k}": v for k, v in metrics.items()}, step=step)
+    log_text(samples, f"samples/step_{step:06d}.txt")
     return metrics
 
 
@@ -235,9 +237,9 @@ def finish(
     )
     metrics["train_seconds"] = train_seconds
     metrics["train_steps"] = float(step)
-    tracking.log_segmenter(config.name, AGENT_KIND, metrics, samples)
+    log_segmenter(config.name, AGENT_KIND, metrics, samples)
     saved = segmenter.save(run.path / SEGMENTER_DIR)
-    tracking.log_segmenter_model(saved, config.tracking.register)
+    log_segmenter_model(saved, config.tracking.register)
     summary = ", ".join(
         f"{key} {metrics[key]:.3f}"
         for key in (BOUNDARY_F1, *(f"{name}_boundary_f1" for name in task.references))
@@ -262,10 +264,10 @@ def log_teacher_segmentations(task: TrainingTask, config: TrainConfig) -> None:
     for decoding in ("viterbi", "posterior"):
         name = f"{config.name}/lm-{decoding}"
         segmenter = LMSegmenter(lm, decoding=decoding)
-        with tracking.start_run(config, config.tracking.experiment, name, nested=True):
-            tracking.log_data(task.corpus, config.gold.path, task.gold)
+        with start_run(config, config.tracking.experiment, name, nested=True):
+            log_data(task.corpus, config.gold.path, task.gold)
             metrics = evaluate_word_segmenter(segmenter.segment_words, task.gold, task.final_text)
             samples = "\n".join(render(segmenter.segment_sentence(s)) for s in task.final_text[:25])
-            tracking.log_segmenter(name, LM_KIND, metrics, samples + "\n")
+            log_segmenter(name, LM_KIND, metrics, samples + "\n")
         found.append(f"{decoding} {metrics[BOUNDARY_F1]:.3f}")
     print(f"[{config.name}] its LM's own boundary F1: {', '.join(found)}", flush=True)

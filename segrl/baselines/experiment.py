@@ -7,7 +7,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from segrl import tracking
 from segrl.baselines.base import Segmenter
 from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.registry import segmenter_class
@@ -16,6 +15,9 @@ from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.errors import ConfigError
 from segrl.metrics import evaluate_word_segmenter
 from segrl.segmentation import render
+from segrl.tracking.models import log_segmenter_model
+from segrl.tracking.runs import log_data, log_segmenter, start_run
+from segrl.tracking.store import ensure_reachable
 
 N_SAMPLES = 25
 
@@ -66,18 +68,16 @@ def run_baseline(
     segmenter = make_segmenter(config)
     name = segmenter_name(config)
     run_name = config.tracking.run_name or name
-    tracking.ensure_reachable()
+    ensure_reachable()
     started = time.perf_counter()
     segmenter.train(corpus)
     train_seconds = time.perf_counter() - started
-    with tracking.start_run(config, config.tracking.experiment, run_name):
-        tracking.log_data(corpus, config.gold.path, gold)
+    with start_run(config, config.tracking.experiment, run_name):
+        log_data(corpus, config.gold.path, gold)
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics["train_seconds"] = train_seconds
-        tracking.log_segmenter(
-            name, "baseline", metrics, sample_segmentations(segmenter, corpus.test)
-        )
+        log_segmenter(name, "baseline", metrics, sample_segmentations(segmenter, corpus.test))
         with tempfile.TemporaryDirectory() as tmp:
             saved = segmenter.save(Path(tmp) / "segmenter")
-            tracking.log_segmenter_model(saved, config.tracking.register)
+            log_segmenter_model(saved, config.tracking.register)
     return metrics

@@ -82,7 +82,8 @@ class CellJob:
 def run_cell(job: CellJob) -> dict:
     """Run one cell (unless its result is there already) and return its result: ``status``
     (``done``, ``skipped`` or ``failed``), the metrics, the run id, and the log file."""
-    from segrl import tracking
+    from segrl.tracking.queries import finished_run_with_tag
+    from segrl.tracking.tags import RUN_TAGS_VARIABLE
 
     folder = job.cell.folder(Path(job.root))
     result_file = folder / RESULT_FILE
@@ -94,7 +95,7 @@ def run_cell(job: CellJob) -> dict:
         **os.environ,
         "MLFLOW_TRACKING_URI": job.tracking_uri,
         "MLFLOW_RUN_ID": job.parent_run_id,
-        tracking.RUN_TAGS_VARIABLE: json.dumps({**job.tags, CELL_TAG: job.cell.id}),
+        RUN_TAGS_VARIABLE: json.dumps({**job.tags, CELL_TAG: job.cell.id}),
         "PYTHONUNBUFFERED": "1",
     }
     argv = job.cell.argv(Path(job.root), job.experiment)
@@ -113,7 +114,7 @@ def run_cell(job: CellJob) -> dict:
     base = {"cell": job.cell.id, "log": str(log), "command": "segrl " + " ".join(argv)}
     if code != 0:
         return {**base, "status": "failed", "returncode": code, "tail": _tail(log)}
-    found = tracking.finished_run_with_tag(
+    found = finished_run_with_tag(
         job.parent_run_id, CELL_TAG, job.cell.id, METRICS, uri=job.tracking_uri
     )
     if found is None or not all(m in found for m in METRICS):

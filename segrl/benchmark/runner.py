@@ -18,13 +18,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from segrl import tracking
 from segrl.benchmark.cells import Cell, CellJob, run_cell, source_hash
 from segrl.benchmark.report import format_markdown, format_text, plot_f1, summarise, write_csv
 from segrl.benchmark.suite import Suite
 from segrl.data.corpus import corpus_path
 from segrl.errors import ConfigError, TrackingError
 from segrl.files import check_writable_folder
+from segrl.tracking.runs import log_artifact, log_metrics, start_run
+from segrl.tracking.store import absolute_tracking_uri
 
 STATE_FILE = "bench.json"
 DEFAULT_EXPERIMENT = "segrl-bench"
@@ -101,7 +102,7 @@ def run_bench(
         **{f"corpus.{lang.name}": lang.corpus or "bundled" for lang in suite.languages},
         **{f"gold.{lang.name}": lang.gold or "bundled" for lang in suite.languages},
     }
-    with tracking.start_run(
+    with start_run(
         params if resume is None else {},
         experiment,
         run_name=f"bench-{suite.name}",
@@ -109,7 +110,7 @@ def run_bench(
         resume_run_id=resume,
     ) as parent:
         parent_id = parent.info.run_id
-        store = tracking.absolute_tracking_uri()  # the cells may run in other folders (Ray)
+        store = absolute_tracking_uri()  # the cells may run in other folders (Ray)
         _write_json(state_file, {"suite": suite.name, "parent_run_id": parent_id})
         jobs = [
             CellJob(
@@ -158,8 +159,8 @@ def run_bench(
         plot_f1(rows, folder / "f1.png")
         _write_json(folder / "cells.json", results)
         for name in ("results.txt", "results.md", "results.csv", "f1.png", "cells.json"):
-            tracking.log_artifact(folder / name)
-        tracking.log_metrics(
+            log_artifact(folder / name)
+        log_metrics(
             {
                 f"{row['language']}/{row['system']}/{metric}": row[f"{metric}_mean"]
                 for row in rows

@@ -82,7 +82,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     from segrl.baselines.registry import available_methods
     from segrl.config import BaselineConfig
     from segrl.data import load_corpus, load_gold
-    from segrl.tracking import ensure_reachable
+    from segrl.tracking.store import ensure_reachable
 
     config = config_from_args(BaselineConfig, args)
     methods = available_methods() if config.method == ALL else [config.method]
@@ -125,7 +125,8 @@ def print_comparison(
     """The runs of ``experiment`` (filtered by ``name`` and ``kind``), best boundary F1 first, one
     table per (corpus, gold) unless ``mixed``."""
     from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS
-    from segrl.tracking import format_table, segmenter_runs
+    from segrl.tables import format_table
+    from segrl.tracking.queries import segmenter_runs
 
     rows = [
         r

@@ -154,7 +154,8 @@ def config_from_args(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
 
 
 def where_to_look(experiment: str) -> str:
-    from segrl.tracking import runs_table_url, tracking_uri
+    from segrl.tracking.store import tracking_uri
+    from segrl.tracking.ui import runs_table_url
 
     uri = tracking_uri()
     view = "segrl ui   (it prints the link to this experiment's runs table)"

@@ -137,7 +137,7 @@ def _threads(args: argparse.Namespace) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from segrl.data import load_corpus, load_gold
     from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
-    from segrl.tracking import ensure_reachable
+    from segrl.tracking.store import ensure_reachable
 
     config = config_from_args(LMTrainConfig, args, lm_command=None)
     _threads(args)
@@ -158,7 +158,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_levels_command(args: argparse.Namespace) -> int:
     from segrl.data import load_corpus
     from segrl.lm.levels import LevelsConfig, format_results, run_levels
-    from segrl.tracking import ensure_reachable
+    from segrl.tracking.store import ensure_reachable
 
     config = config_from_args(LevelsConfig, args, lm_command=None)
     _threads(args)

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from segrl.tracking import run_ui
+    from segrl.tracking.ui import run_ui
 
     return run_ui(args.host, args.port)
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 def run_curves(args: argparse.Namespace) -> int:
     from segrl.curves import format_curves, plot_curves
     from segrl.errors import ConfigError
-    from segrl.tracking import metric_histories
+    from segrl.tracking.queries import metric_histories
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     if not metrics or args.every < 1:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from segrl import tracking
 from segrl.baselines.experiment import make_segmenter
 from segrl.baselines.yttm import yttm_available
 from segrl.config import BaselineConfig, DataConfig, TrackingConfig
@@ -45,6 +44,16 @@ from segrl.lm.models import build_lm
 from segrl.lm.training import LMTrainer, bits_per_char
 from segrl.metrics import BITS_PER_CHAR, units_per_char
 from segrl.runtime import resolve_device, seed_everything
+from segrl.tables import format_table
+from segrl.tracking.runs import (
+    log_data,
+    log_dict,
+    log_figure,
+    log_metrics,
+    log_table,
+    log_text,
+    start_run,
+)
 
 LEVELS = ("characters", "bpe", "yttm-bpe", "morfessor", "words")
 TOOLS = {
@@ -154,12 +163,10 @@ def run_level(config: LevelsConfig, level: str, corpus: Corpus, splits: dict) ->
         for chunk in tqdm(batches, desc=f"{level} epoch {epoch + 1}/{config.epochs}", leave=False):
             stats = trainer.step(model.segmented(segments=chunk))
             if trainer.steps % 50 == 0:
-                tracking.log_metrics(
-                    {f"{level}.train_bits_per_char": stats["bits_per_char"]}, trainer.steps
-                )
+                log_metrics({f"{level}.train_bits_per_char": stats["bits_per_char"]}, trainer.steps)
         valid_bpc = bits_per_char(model, splits["valid"], valid, config.batch_size)
         curve.append(valid_bpc)
-        tracking.log_metrics({f"{level}.valid_bits_per_char": valid_bpc}, epoch + 1)
+        log_metrics({f"{level}.valid_bits_per_char": valid_bpc}, epoch + 1)
         print(f"[{level}] epoch {epoch + 1}: valid {valid_bpc:.3f} bits/char", flush=True)
         if valid_bpc < best_bpc:
             best, best_bpc = copy.deepcopy(model.state_dict()), valid_bpc
@@ -196,15 +203,13 @@ def run_levels(config: LevelsConfig, corpus: Corpus | None = None) -> list[Level
     corpus = corpus or load_corpus(config.data)
     splits = _splits(config, corpus)
     results = []
-    with tracking.start_run(
-        config, config.tracking.experiment, config.tracking.run_name or "lm-levels"
-    ):
-        tracking.log_data(corpus)
-        tracking.log_dict({k: len(v) for k, v in splits.items()}, "sentences.json")
+    with start_run(config, config.tracking.experiment, config.tracking.run_name or "lm-levels"):
+        log_data(corpus)
+        log_dict({k: len(v) for k, v in splits.items()}, "sentences.json")
         for level in levels:
             result = run_level(config, level, corpus, splits)
             results.append(result)
-            tracking.log_metrics(
+            log_metrics(
                 {
                     f"{level}.test_{BITS_PER_CHAR}": result.test_bits_per_char,
                     f"{level}.units_per_char": result.units_per_char,
@@ -212,9 +217,9 @@ def run_levels(config: LevelsConfig, corpus: Corpus | None = None) -> list[Level
                 }
             )
         rows = [{k: v for k, v in dataclasses.asdict(r).items() if k != "curve"} for r in results]
-        tracking.log_table(rows, "levels.json")
-        tracking.log_text(format_results(results), "levels.txt")
-        tracking.log_figure(plot_results(results), "levels.png")
+        log_table(rows, "levels.json")
+        log_text(format_results(results), "levels.txt")
+        log_figure(plot_results(results), "levels.png")
     return results
 
 
@@ -235,7 +240,7 @@ def format_results(results: list[LevelResult]) -> str:
         "valid_bits_per_char", "test_bits_per_char", "train_seconds",
     ]  # fmt: skip
     rows = [dataclasses.asdict(r) for r in results]
-    return tracking.format_table(rows, columns) + "\n"
+    return format_table(rows, columns) + "\n"
 
 
 def plot_results(results: list[LevelResult]):

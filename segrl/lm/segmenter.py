@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from segrl import tracking
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import training_batches
@@ -43,6 +42,8 @@ from segrl.lm.training import LMTrainer, bits_per_char
 from segrl.metrics import BITS_PER_CHAR, evaluate_word_segmenter
 from segrl.runtime import resolve_device, seed_everything
 from segrl.segmentation import render
+from segrl.tracking.models import log_segmenter_model
+from segrl.tracking.runs import log_data, log_metrics, log_segmenter
 
 LOG_EVERY = 50
 """Steps between logs of the training bits per character (their mean)."""
@@ -215,7 +216,7 @@ def train_lm_segmenter(
         valid_bpc = bits_per_char(model, valid, batch_size=config.batch_size)
         losses = progress["epoch_losses"]
         train_bpc = sum(losses) / max(len(losses), 1)
-        tracking.log_metrics({"valid_bits_per_char": valid_bpc, "epoch": epoch}, step)
+        log_metrics({"valid_bits_per_char": valid_bpc, "epoch": epoch}, step)
         print(
             f"epoch {epoch}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
             f"({time.perf_counter() - epoch_started:.0f}s)",
@@ -244,9 +245,9 @@ def train_lm_segmenter(
         metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
         metrics["train_seconds"] = job.train_seconds
         samples = "\n".join(render(segmenter.segment_sentence(s)) for s in corpus.test[:25]) + "\n"
-        tracking.log_segmenter("slm", LM_KIND, metrics, samples)
+        log_segmenter("slm", LM_KIND, metrics, samples)
         saved = save_lm(model, run.path / "best")
-        tracking.log_segmenter_model(saved, config.tracking.register)
+        log_segmenter_model(saved, config.tracking.register)
         return metrics
 
     job = Job(
@@ -269,7 +270,7 @@ def train_lm_segmenter(
     )
     with job:
         if job.resumed_from is None:
-            tracking.log_data(corpus, config.gold.path, gold)
+            log_data(corpus, config.gold.path, gold)
         else:
             print(f"continuing after epoch {job.step // per_epoch}", flush=True)
         if progress["bad_epochs"] >= config.patience:  # stopped early before

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from segrl import tracking
 from segrl.config import build_config, flatten_config
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.vocab import CharVocab
 from segrl.runtime import resolve_device
+from segrl.tracking.runs import log_figure, log_segmenter, set_tags, start_run
+from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel
 from segrl.units.config import UnitsConfig, validate_units_config
 from segrl.units.evaluation import evaluate_unit_model, sample_segmentations
@@ -43,12 +44,12 @@ def final_evaluation(
         config.train.deletion_prob, config.train.seed,
     )  # fmt: skip
     samples = sample_segmentations(model, vocab, corpus.test[: e.samples], e.batch_size, precision)
-    tracking.log_segmenter(name, UNITS_KIND, metrics, samples)
+    log_segmenter(name, UNITS_KIND, metrics, samples)
     figure_texts = [*e.figure_sentences, *corpus.valid[: e.figure_valid_sentences]]
     for i, text in enumerate(figure_texts):
         maps = attention_maps(model, vocab, text, e.figure_layers, precision)
         figure = attention_figure(maps, text, f"{name}: {text}", model.unit_key_maps)
-        tracking.log_figure(figure, f"attention/sentence_{i}.png")
+        log_figure(figure, f"attention/sentence_{i}.png")
     rows: list[dict[str, Any]] = []
     if e.robustness:
         rows = robustness_curves(model, vocab, corpus.test, config)
@@ -87,16 +88,16 @@ def evaluate_saved_models(
     results = []
     for folder, model, vocab, config, corpus, gold in loaded:
         name = config.tracking.run_name or config.model
-        tags = {tracking.KIND_TAG: UNITS_KIND}
-        with tracking.start_run(config, config.tracking.experiment, f"eval-{name}", tags) as run:
-            tracking.set_tags({"segrl.model_folder": str(folder.resolve())})
+        tags = {KIND_TAG: UNITS_KIND}
+        with start_run(config, config.tracking.experiment, f"eval-{name}", tags) as run:
+            set_tags({"segrl.model_folder": str(folder.resolve())})
             metrics, rows = final_evaluation(model, vocab, corpus, gold, config, name)
             results.append(SavedModelEvaluation(folder, name, metrics, rows, run.info.run_id))
     with_rows = [r for r in results if r.robustness]
     if len(with_rows) >= 2:
         experiment_name = loaded[0][3].tracking.experiment
         names = {r.name: r.folder for r in with_rows}
-        with tracking.start_run(
+        with start_run(
             {"models": ", ".join(names), "folders": ", ".join(str(f) for f in names.values())},
             experiment_name,
             "robustness-comparison",

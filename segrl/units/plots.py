@@ -1,7 +1,7 @@
 """Figures of unit models: attention maps (queries x keys, one panel per layer) and robustness curves.
 
 Figures are ``matplotlib.figure.Figure`` objects (no pyplot state, no backend needed), returned, not
-shown; ``segrl.tracking.log_figure`` logs them to MLflow as images.
+shown; ``segrl.tracking.runs.log_figure`` logs them to MLflow as images.
 """
 
 from __future__ import annotations

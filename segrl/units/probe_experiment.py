@@ -17,11 +17,13 @@ from typing import Any
 
 import torch
 
-from segrl import tracking
 from segrl.config import DataConfig
 from segrl.data import load_corpus
 from segrl.errors import ConfigError
 from segrl.runtime import seed_everything
+from segrl.tables import format_table
+from segrl.tracking.runs import log_metrics, log_table, log_text, start_run
+from segrl.tracking.store import ensure_reachable
 from segrl.units.probing import TARGETS, ProbeConfig, probe_model, target_units
 from segrl.units.saving import build_model, load_unit_model
 
@@ -49,7 +51,7 @@ def run_probes(
                 f"{folder} was trained on other data than {loaded[0][0]}; probe models of one "
                 "corpus together"
             )
-    tracking.ensure_reachable()
+    ensure_reachable()
     corpus = load_corpus(data)
     train_texts = corpus.train[: config.train_sentences]
     test_texts = corpus.test[: config.test_sentences]
@@ -59,7 +61,7 @@ def run_probes(
         targets[name] = (target_units(segmenter, train_texts), target_units(segmenter, test_texts))
     rows: list[dict[str, Any]] = []
     run_config = {**asdict(config), "folders": ", ".join(str(f) for f, *_ in loaded)}
-    with tracking.start_run(run_config, experiment, "probe"):
+    with start_run(run_config, experiment, "probe"):
         for _, model, vocab, model_config in loaded:
             name = model_config.tracking.run_name or model_config.model
             models = [(name, model)]
@@ -71,16 +73,14 @@ def run_probes(
                     probed, vocab, targets, train_texts, test_texts, config, label
                 ):
                     rows.append(row)
-                    tracking.log_metrics(
-                        {f"probe/{label}/{row['target']}/{m}": row[m] for m in METRICS}
-                    )
-        tracking.log_table(rows, "probing.json")
-        tracking.log_text(format_probe_table(rows), "probing.txt")
+                    log_metrics({f"probe/{label}/{row['target']}/{m}": row[m] for m in METRICS})
+        log_table(rows, "probing.json")
+        log_text(format_probe_table(rows), "probing.txt")
     return rows
 
 
 def format_probe_table(rows: Sequence[dict[str, Any]]) -> str:
-    return tracking.format_table(
+    return format_table(
         [{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
         COLUMNS,
     )

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from segrl import tracking
 from segrl.data.vocab import CharVocab
+from segrl.tracking.runs import log_figure, log_metrics, log_table
 from segrl.units.base import RECONSTRUCTION, UnitModel
 from segrl.units.config import UnitsConfig
 from segrl.units.evaluation import ACCURACY, reconstruction_metrics
@@ -54,14 +54,14 @@ def log_robustness(results: Mapping[str, Sequence[Mapping[str, float | str]]]) -
     change of accuracy and of cross-entropy as figures, and per-kind metrics whose step is the rate
     in percent (so MLflow draws them as curves)."""
     table = [{"model": model, **row} for model, rows in results.items() for row in rows]
-    tracking.log_table(table, "robustness/robustness.json")
+    log_table(table, "robustness/robustness.json")
     for metric in (ACCURACY, RECONSTRUCTION):
-        tracking.log_figure(robustness_figure(results, metric), f"robustness/{metric}.png")
+        log_figure(robustness_figure(results, metric), f"robustness/{metric}.png")
     if len(results) == 1:
         [rows] = results.values()
         for row in rows:
             step = round(float(row["rate"]) * 100)
-            tracking.log_metrics(
+            log_metrics(
                 {
                     f"robustness/{row['kind']}/{m}": float(row[m])
                     for m in (ACCURACY, RECONSTRUCTION)

@@ -30,7 +30,6 @@ from typing import Any
 
 import torch
 
-from segrl import tracking
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import training_batches
 from segrl.data.vocab import CharVocab
@@ -43,6 +42,10 @@ from segrl.runtime import (
     seed_everything,
     set_threads,
 )
+from segrl.tracking.models import log_segmenter_model
+from segrl.tracking.runs import active_run_id, log_data, log_metrics
+from segrl.tracking.store import ensure_reachable
+from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel, make_autoencoder_batch
 from segrl.units.config import UnitsConfig, UnitsTrainConfig
 from segrl.units.evaluation import evaluate_unit_model
@@ -136,7 +139,7 @@ def train_unit_model(
     there is one), evaluate it and log everything to MLflow. Returns the test metrics."""
     train = config.train
     # Inputs first: a bad corpus, gold file, option or store stops the run before anything is logged.
-    tracking.ensure_reachable()
+    ensure_reachable()
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     check_inputs(corpus, config)
@@ -187,7 +190,7 @@ def train_unit_model(
             model, vocab, corpus.valid, valid_gold, config.eval.batch_size,
             train.precision, train.deletion_prob, train.seed,
         )  # fmt: skip
-        tracking.log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=at_step)
+        log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=at_step)
         return metrics
 
     def final(at_step: int) -> dict[str, float]:
@@ -196,7 +199,7 @@ def train_unit_model(
         save_unit_model(folder, model, vocab, config)
         with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
             saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config)
-            tracking.log_segmenter_model(saved, config.tracking.register)
+            log_segmenter_model(saved, config.tracking.register)
         return metrics
 
     job = Job(
@@ -208,7 +211,7 @@ def train_unit_model(
         save=save,
         restore=restore,
         evaluate=evaluate_valid,
-        tags={tracking.KIND_TAG: UNITS_KIND},
+        tags={KIND_TAG: UNITS_KIND},
         log_every=train.log_every,
         eval_every=train.eval_every,
         checkpoint_every=train.checkpoint_every,
@@ -217,10 +220,10 @@ def train_unit_model(
         desc=f"units {config.model}",
     )
     with job:
-        run_id = tracking.active_run_id()
+        run_id = active_run_id()
         if job.resumed_from is None:
-            tracking.log_data(corpus, config.gold.path, gold)
-            tracking.log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
+            log_data(corpus, config.gold.path, gold)
+            log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
         batches = training_batches(corpus.train, train.batch_size, train.seed, job.step)
         speed = _Speed()
         model.train()
@@ -253,7 +256,7 @@ def train_unit_model(
                 job.end_step(step, {k: float(v.detach()) for k, v in stats.items()})
                 if job.logged(step):  # beside the means: the learning rate and the speed
                     extra = {"train/lr": scheduler.get_last_lr()[0], **speed.flush()}
-                    tracking.log_metrics(extra, step=step)
+                    log_metrics(extra, step=step)
         except KeyboardInterrupt:  # a second Ctrl-C, mid-step: keep the last completed step
             if job.step > (job.resumed_from or 0):
                 job.save()

@@ -28,10 +28,10 @@ from stable_baselines3.common.logger import KVWriter, Logger
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from segrl import tracking
 from segrl.agents.config import TrainConfig
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy, bucketed_char_states
 from segrl.agents.sb3.vec_env import SegmentVecEnv
+from segrl.tracking.runs import log_metrics
 
 
 def current_words(
@@ -171,7 +171,7 @@ class MlflowOutputFormat(KVWriter):
             and "mlflow" not in (key_excluded.get(key) or ())
         }
         if metrics:
-            tracking.log_metrics(metrics, step=step)
+            log_metrics(metrics, step=step)
 
     def close(self) -> None:
         pass

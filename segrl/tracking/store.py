@@ -1,0 +1,158 @@
+"""The tracking store: which one is in use, whether it answers, and its artifact folders.
+
+The store is ``MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<cwd>/mlflow.db`` with artifacts in
+``<cwd>/mlruns``. ``ensure_reachable`` checks it answers (and creates a new sqlite store's tables
+once) before anything trains; ``check_artifact_folder`` checks a local artifact folder can be
+written before a run starts; ``download_artifacts`` fetches an artifact of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+import mlflow
+from segrl.errors import TrackingError
+from segrl.files import folder_problem
+
+DEFAULT_EXPERIMENT = "segrl"
+REACH_TIMEOUT_S = 5.0
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
+"""Database servers MLflow stores runs in (``postgresql+psycopg2://user@host/db``)."""
+_created: set[str] = set()
+"""The stores this process has checked (and created the tables of): they are not checked again."""
+os.environ.setdefault(
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false"
+)  # segrl shows its own progress
+
+for _name in ("mlflow", "alembic"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+
+def tracking_uri() -> str:
+    """The store in use: ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///<cwd>/mlflow.db``."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    return uri or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def absolute_tracking_uri() -> str:
+    """The store's URI with a relative SQLite path made absolute (for processes started elsewhere)."""
+    uri = tracking_uri()
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + str(Path(uri[len(prefix) :]).resolve())
+    return uri
+
+
+def ensure_reachable(uri: str | None = None) -> str:
+    """Raise ``TrackingError`` unless the store at ``uri`` answers; returns the uri.
+
+    HTTP servers get one quick health request (MLflow's own client would retry for minutes); a
+    sqlite store must be a database file, or creatable, in a writable folder.
+    """
+    uri = uri or tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        url = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=REACH_TIMEOUT_S) as response:
+                if response.status != 200:
+                    raise TrackingError(
+                        f"tracking server {uri} answered {response.status} to {url}"
+                    )
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            raise TrackingError(
+                f"cannot reach the MLflow tracking server at {uri} ({_reason(e)}). Start it, fix "
+                "MLFLOW_TRACKING_URI, or unset MLFLOW_TRACKING_URI to log to ./mlflow.db."
+            ) from None
+    elif uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        folder = db.parent if db.parent != Path("") else Path.cwd()
+        if not folder.is_dir():
+            raise TrackingError(f"tracking store {uri}: folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise TrackingError(f"tracking store {uri}: folder {folder} is not writable")
+        if db.exists():
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                    conn.execute("select name from sqlite_master limit 1").fetchall()
+            except sqlite3.DatabaseError as e:
+                raise TrackingError(
+                    f"tracking store {db} is not a readable sqlite database ({e}); move it aside "
+                    "or point MLFLOW_TRACKING_URI elsewhere"
+                ) from None
+            if not os.access(db, os.W_OK):
+                raise TrackingError(
+                    f"tracking store {db} is read-only; make it writable (chmod u+w) or point "
+                    "MLFLOW_TRACKING_URI elsewhere"
+                )
+        _create_store_once(uri, db)
+    elif uri.split(":", 1)[0].split("+", 1)[0] in DATABASE_SCHEMES and uri not in _created:
+        try:  # a database server: reachable, with its driver installed (MLflow creates its tables)
+            MlflowClient(uri).search_experiments(max_results=1)
+        except ImportError as e:
+            raise TrackingError(
+                f"tracking store {uri}: its database driver is not installed ({e}); for PostgreSQL "
+                "pip install psycopg2-binary (segrl's server extra) and use postgresql+psycopg2://"
+            ) from None
+        except Exception as e:  # SQLAlchemy's and MLflow's errors: the server or its database
+            raise TrackingError(f"tracking store {uri}: cannot open it ({_reason(e)})") from None
+        _created.add(uri)
+    return uri
+
+
+def _create_store_once(uri: str, db: Path) -> None:
+    """Create the tables of a new sqlite store under a file lock: two commands starting at once on a
+    new store would otherwise both create them, and one would fail (``table ... already exists``)."""
+    if uri in _created:
+        return
+    import fcntl
+
+    lock_path = db.with_name(f".{db.name}.lock")
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            MlflowClient(uri).search_experiments(max_results=1)  # creates and migrates the tables
+        except mlflow.exceptions.MlflowException as e:
+            raise TrackingError(f"tracking store {uri}: cannot open it ({e})") from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _created.add(uri)
+
+
+def check_artifact_folder(location: str, uri: str) -> None:
+    """Raise ``TrackingError`` if ``location`` (an experiment's or a run's artifact URI) is a local
+    folder that cannot be written: checked before a run starts, so that no run is left FAILED."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return  # a remote artifact store (s3://, mlflow-artifacts:, ...) answers for itself
+    folder = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else location
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise TrackingError(
+            f"tracking store {uri}: cannot write its artifact folder {folder}: {problem}; make it "
+            "writable or point MLFLOW_TRACKING_URI elsewhere"
+        )
+
+
+def download_artifacts(uri: str) -> Path:
+    """The local copy of an MLflow artifact (``runs:/``, ``models:/``, ...) of the store in use."""
+    mlflow.set_tracking_uri(ensure_reachable())
+    try:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    except (mlflow.exceptions.MlflowException, OSError) as e:
+        raise TrackingError(
+            f"{uri}: cannot fetch it from {tracking_uri()} ({_reason(e)})"
+        ) from None
+
+
+def _reason(error: BaseException) -> str:
+    reason = getattr(error, "reason", None)
+    return str(reason or error)

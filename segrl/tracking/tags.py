@@ -1,0 +1,61 @@
+"""The tags segrl's runs carry: what a segmenter run is and what it trained on, the version of segrl
+that ran it, and the tags a parent process hands its jobs (``$SEGRL_RUN_TAGS``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from segrl.errors import TrackingError
+from segrl.version import __version__
+
+SEGMENTER_TAG = "segrl.segmenter"
+KIND_TAG = "segrl.kind"
+"""What produced a segmenter run: ``baseline``, ``agent``, ``units``."""
+CORPUS_TAG, CORPUS_FINGERPRINT_TAG = "segrl.corpus", "segrl.corpus_fingerprint"
+GOLD_TAG, GOLD_FINGERPRINT_TAG = "segrl.gold", "segrl.gold_fingerprint"
+RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"
+"""A JSON object of tags that every run this process starts gets too (``segrl bench`` sets it for
+its cells: language, system, seed, corpus and gold hashes)."""
+JOB_IDENTITY_SUFFIXES = (".system", ".cell")
+"""Tags of ``$SEGRL_RUN_TAGS`` that name the job's own segmenter (``segrl.bench.system``): a
+nested run, another segmenter of the same job, does not take them."""
+
+
+@functools.cache
+def version_tags() -> dict[str, str]:
+    """``segrl.version``, and ``segrl.git_commit`` where segrl runs from a git checkout (with
+    ``-dirty`` when it has uncommitted changes)."""
+    tags = {"segrl.version": __version__}
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists():
+        try:
+            commit = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "HEAD"],
+                capture_output=True, text=True, timeout=10, check=True,
+            ).stdout.strip()  # fmt: skip
+            dirty = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True, text=True, timeout=10, check=True,
+            ).stdout.strip()  # fmt: skip
+            tags["segrl.git_commit"] = commit + ("-dirty" if dirty else "")
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return tags
+
+
+def extra_run_tags() -> dict[str, str]:
+    """The tags of ``$SEGRL_RUN_TAGS`` (a JSON object), as strings; none when unset."""
+    text = os.environ.get(RUN_TAGS_VARIABLE, "").strip()
+    if not text:
+        return {}
+    try:
+        tags = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TrackingError(f"${RUN_TAGS_VARIABLE} is not a JSON object of tags ({e})") from None
+    if not isinstance(tags, dict):
+        raise TrackingError(f"${RUN_TAGS_VARIABLE} must be a JSON object of tags")
+    return {str(k): str(v) for k, v in tags.items()}
