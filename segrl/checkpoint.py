@@ -177,13 +177,17 @@ def load_weights(module: torch.nn.Module, state: Any, path: Path, fits: str) -> 
 
 
 def save_checkpoint(path: str | Path, **state: Any) -> Path:
-    """Save ``state`` (state dicts, counters, configs as dicts) plus the RNG states, atomically."""
+    """Save ``state`` (state dicts, counters, configs as dicts) plus the RNG states, atomically. A
+    write that fails (a full disk, a read-only folder) raises the ``OSError`` (with its ``errno``;
+    given a file name, torch would raise a ``RuntimeError`` that does not say why) and leaves ``path``
+    as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        saved = {**state, RNG_KEY: rng_state(), VERSION_KEY: __version__}
-        torch.save(_rebuilt(saved, _storable), tmp)
+        saved = _rebuilt({**state, RNG_KEY: rng_state(), VERSION_KEY: __version__}, _storable)
+        with open(tmp, "wb") as file:
+            torch.save(saved, file)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

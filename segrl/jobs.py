@@ -53,8 +53,14 @@ from tqdm import tqdm
 from segrl import tracking
 from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import flatten_config, load_config, save_config
-from segrl.errors import ConfigError, ModelError
-from segrl.files import check_writable_folder, lock_folder, unlock_folder
+from segrl.errors import ConfigError, SegrlError, WriteError
+from segrl.files import (
+    check_writable_folder,
+    lock_folder,
+    unlock_folder,
+    write_failure,
+    write_remedy,
+)
 
 RUNS_ROOT = "runs"
 CONFIG_FILE = "config.toml"
@@ -186,18 +192,35 @@ class RunDir:
         return load_checkpoint(self.checkpoint_path, map_location=map_location)
 
     def save(self, **state: Any) -> None:
-        """Write the checkpoint (atomically); a folder that became unwritable is a ``ModelError``
-        naming the file and the last good checkpoint, which is left intact."""
+        """Write the checkpoint (atomically); a full disk or a folder that became unwritable (or
+        not a folder) is a ``WriteError`` naming the file, the cause and the last good checkpoint,
+        which is left intact."""
         try:
             save_checkpoint(self.checkpoint_path, **state)
             self.update_info(step=state.get("step"))
-        except OSError as e:
-            last = self.info.get("step")
-            kept = f"the last good checkpoint (step {last}) is intact" if last else "none was saved"
-            raise ModelError(
-                f"{self.checkpoint_path}: cannot write the checkpoint of step {state.get('step')} "
-                f"({e.strerror}); {kept}. Make {self.path} writable and run again to resume."
-            ) from None
+        except (OSError, RuntimeError) as e:
+            failure = e if isinstance(e, OSError) else write_failure(e)
+            if failure is None:
+                raise
+            what = f"cannot write the checkpoint of step {state.get('step')}"
+            raise self.write_error(failure, what, self.checkpoint_path) from None
+
+    def write_error(self, failure: OSError, what: str, file: Path | None = None) -> WriteError:
+        """The one line that says a write of this run failed: the file (``file``, else
+        ``failure``'s), ``what`` could not be done and why, the last good checkpoint, and how to
+        resume."""
+        file = file or failure.filename or self.path
+        last = self.info.get("step") if self.has_checkpoint else None
+        kept = (
+            f"the last good checkpoint is {self.checkpoint_path} (step {last})"
+            if last is not None
+            else "no checkpoint was saved yet"
+        )
+        return WriteError(
+            f"{file}: {what} ({failure.strerror}); {kept}. "
+            f"{write_remedy(failure, Path(file).parent).capitalize()} and run the same command "
+            "again to resume"
+        )
 
     def finish(self, keep_checkpoint: bool = True, **values: Any) -> None:
         """Mark the run finished: a re-run with this folder is refused, unless it asks for a larger
@@ -450,9 +473,15 @@ class Job:
         return metrics
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        """End the MLflow run (KILLED, resumable, after a Ctrl-C or a failed write) and let go of
+        the run folder. A full disk or an unwritable folder met while saving the model or logging
+        an artifact is raised as a ``WriteError`` naming the file and the last good checkpoint."""
         self.close_progress()
         unlock_folder(self.run.path)
-        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+        failure = None if isinstance(exc, SegrlError | KeyboardInterrupt) else write_failure(exc)
+        if isinstance(exc, KeyboardInterrupt | WriteError) or failure is not None:
             tracking.end_run_killed()
         self._stack.__exit__(exc_type, exc, tb)
+        if failure is not None:
+            raise self.run.write_error(failure, "cannot write it") from None
         return False
