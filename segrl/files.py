@@ -25,12 +25,14 @@ except ImportError:  # Windows
 @contextlib.contextmanager
 def atomic_folder(path: str | Path) -> Iterator[Path]:
     """Write the folder ``path`` atomically: fill the temporary folder this yields (beside ``path``);
-    when the block ends normally it replaces ``path``, and if it raises, ``path`` is left as it was."""
+    when the block ends normally it replaces ``path``, and if it raises, ``path`` is left as it was
+    (a write that fails inside names ``path``: ``naming``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        yield tmp
+        with naming(path):
+            yield tmp
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -85,6 +87,19 @@ def write_failure(error: BaseException | None) -> OSError | None:
         suppressed = error.__suppress_context__ and error.__cause__ is None
         error = None if suppressed else error.__cause__ or error.__context__
     return None
+
+
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """A write that fails inside (see ``write_failure``) raises an ``OSError`` naming ``path``:
+    the OS names no file when a disk fills up mid-write, and a temporary one at times."""
+    try:
+        yield
+    except (OSError, RuntimeError) as e:
+        failure = write_failure(e)
+        if failure is None:
+            raise
+        raise OSError(failure.errno, failure.strerror, str(path)) from e
 
 
 def write_remedy(error: OSError, folder: str | Path) -> str:

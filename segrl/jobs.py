@@ -57,6 +57,7 @@ from segrl.errors import ConfigError, SegrlError, WriteError
 from segrl.files import (
     check_writable_folder,
     lock_folder,
+    naming,
     unlock_folder,
     write_failure,
     write_remedy,
@@ -161,8 +162,9 @@ class RunDir:
     def update_info(self, **values: Any) -> None:
         info = {**self.info, **values}
         tmp = self.path / f".{RUN_FILE}.tmp"
-        tmp.write_text(json.dumps(info, indent=1), encoding="utf-8")
-        tmp.replace(self.path / RUN_FILE)
+        with naming(self.path / RUN_FILE):
+            tmp.write_text(json.dumps(info, indent=1), encoding="utf-8")
+            tmp.replace(self.path / RUN_FILE)
 
     def config_differences(self, config: Any) -> list[str]:
         """``key: saved -> given`` for every option that differs and matters for resuming."""
@@ -479,6 +481,8 @@ class Job:
         self.close_progress()
         unlock_folder(self.run.path)
         failure = None if isinstance(exc, SegrlError | KeyboardInterrupt) else write_failure(exc)
+        if failure is not None and failure.filename is None:  # segrl's own writes name their file
+            failure.filename = tracking.active_artifact_folder()
         if isinstance(exc, KeyboardInterrupt | WriteError) or failure is not None:
             tracking.end_run_killed()
         self._stack.__exit__(exc_type, exc, tb)

@@ -248,16 +248,29 @@ def runs_table_url(base: str, experiment: str = DEFAULT_EXPERIMENT, uri: str | N
 def check_artifact_folder(location: str, uri: str) -> None:
     """Raise ``TrackingError`` if ``location`` (an experiment's or a run's artifact URI) is a local
     folder that cannot be written: checked before a run starts, so that no run is left FAILED."""
-    parsed = urllib.parse.urlparse(location)
-    if parsed.scheme not in ("", "file"):
+    folder = local_folder(location)
+    if folder is None:
         return  # a remote artifact store (s3://, mlflow-artifacts:, ...) answers for itself
-    folder = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else location
     problem = folder_problem(folder)
     if problem is not None:
         raise TrackingError(
             f"tracking store {uri}: cannot write its artifact folder {folder}: {problem}; make it "
             "writable or point MLFLOW_TRACKING_URI elsewhere"
         )
+
+
+def local_folder(location: str) -> str | None:
+    """The local folder an artifact URI (``file:`` or a path) stands for; None for a remote one."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else location
+
+
+def active_artifact_folder() -> str | None:
+    """The local folder of the active run's artifacts; None without one, or for a remote store."""
+    run = mlflow.active_run()
+    return None if run is None else local_folder(run.info.artifact_uri)
 
 
 @functools.cache
