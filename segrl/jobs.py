@@ -271,7 +271,8 @@ class Job:
 
     Entering it restores the run folder's checkpoint, if there is one (every RNG state, then
     ``restore(state)``), and starts the MLflow run, or continues the one ``run.json`` names. A run
-    interrupted by Ctrl-C ends as KILLED in MLflow.
+    interrupted by Ctrl-C, or by a write that fails (a full disk, a read-only folder: a
+    ``WriteError`` naming the file and the last good checkpoint), ends as KILLED in MLflow.
 
     Args:
         run: the run folder.

@@ -8,6 +8,7 @@ cluster, one MLflow parent run with a child run per cell, and the tables of ``se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -139,17 +140,18 @@ def run_bench(
         results = []
         progress = tqdm(total=len(jobs), desc=f"bench {suite.name}", unit="cell")
         try:
-            for job, result in execute(jobs):
-                results.append(
-                    {
-                        **result,
-                        "language": job.cell.language.name,
-                        "system": job.cell.system.name,
-                        "seed": job.cell.seed,
-                    }
-                )
-                progress.set_postfix_str(f"{job.cell.id}: {result['status']}")
-                progress.update()
+            with contextlib.closing(execute(jobs)) as finished:  # closed: the cells are stopped
+                for job, result in finished:
+                    results.append(
+                        {
+                            **result,
+                            "language": job.cell.language.name,
+                            "system": job.cell.system.name,
+                            "seed": job.cell.seed,
+                        }
+                    )
+                    progress.set_postfix_str(f"{job.cell.id}: {result['status']}")
+                    progress.update()
         except KeyboardInterrupt:
             progress.close()
             tracking.end_run_killed()
