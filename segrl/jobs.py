@@ -200,12 +200,9 @@ class RunDir:
         try:
             save_checkpoint(self.checkpoint_path, **state)
             self.update_info(step=state.get("step"))
-        except (OSError, RuntimeError) as e:
-            failure = e if isinstance(e, OSError) else write_failure(e)
-            if failure is None:
-                raise
+        except OSError as e:
             what = f"cannot write the checkpoint of step {state.get('step')}"
-            raise self.write_error(failure, what, self.checkpoint_path) from None
+            raise self.write_error(e, what, self.checkpoint_path) from None
 
     def write_error(self, failure: OSError, what: str, file: Path | None = None) -> WriteError:
         """The one line that says a write of this run failed: the file (``file``, else
