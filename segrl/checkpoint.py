@@ -13,6 +13,8 @@ checkpoint holds only such values: NumPy arrays (the RNG's key, an env's arrays)
 tensors with their dtype and read back as arrays, NumPy scalars as Python numbers. A file that holds
 any other pickled object (as the checkpoints and unit models of earlier versions of segrl do,
 with NumPy's RNG state pickled; or a hostile file) is refused with a ``ModelError``, never unpickled.
+Every such file is written by ``save_tensor_file``, so that a full disk or a read-only folder is an
+``OSError`` that says so.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 import torch
 
 from segrl.errors import ModelError
+from segrl.files import naming
 from segrl.version import __version__
 
 RNG_KEY = "_rng"
@@ -176,14 +179,23 @@ def load_weights(module: torch.nn.Module, state: Any, path: Path, fits: str) -> 
         raise ModelError(f"{path}: weights that do not fit {fits} ({_first_line(e)})") from None
 
 
+def save_tensor_file(value: Any, path: str | Path) -> None:
+    """``torch.save(value)`` into the file ``path``, opened here: a write that fails (a full disk, a
+    read-only folder) raises an ``OSError`` naming ``path``, with its ``errno`` (given the name,
+    torch's writer would raise a ``RuntimeError`` that does not say why)."""
+    with naming(path), open(path, "wb") as file:
+        torch.save(value, file)
+
+
 def save_checkpoint(path: str | Path, **state: Any) -> Path:
-    """Save ``state`` (state dicts, counters, configs as dicts) plus the RNG states, atomically."""
+    """Save ``state`` (state dicts, counters, configs as dicts) plus the RNG states, atomically: a
+    write that fails raises as ``save_tensor_file`` does and leaves ``path`` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         saved = {**state, RNG_KEY: rng_state(), VERSION_KEY: __version__}
-        torch.save(_rebuilt(saved, _storable), tmp)
+        save_tensor_file(_rebuilt(saved, _storable), tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

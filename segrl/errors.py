@@ -24,3 +24,8 @@ class TrackingError(SegrlError):
 
 class ModelError(SegrlError):
     """A saved model that is missing, incomplete or from an incompatible version."""
+
+
+class WriteError(SegrlError):
+    """A file that could not be written mid-run (a full disk, a read-only folder): the message names
+    it, the cause and what was kept to resume from."""

@@ -1,10 +1,12 @@
 """Folders written atomically (a save interrupted half-way leaves the earlier folder intact), the
-check that an output folder can be written before work starts, and a folder held by one process at a
-time (a run folder while it trains)."""
+check that an output folder can be written before work starts, what made a write fail mid-run (a full
+disk, a read-only folder), and a folder held by one process at a time (a run folder while it
+trains)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -23,12 +25,14 @@ except ImportError:  # Windows
 @contextlib.contextmanager
 def atomic_folder(path: str | Path) -> Iterator[Path]:
     """Write the folder ``path`` atomically: fill the temporary folder this yields (beside ``path``);
-    when the block ends normally it replaces ``path``, and if it raises, ``path`` is left as it was."""
+    when the block ends normally it replaces ``path``, and if it raises, ``path`` is left as it was
+    (a write that fails inside names ``path``: ``naming``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        yield tmp
+        with naming(path):
+            yield tmp
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -67,6 +71,42 @@ def folder_problem(path: str | Path) -> str | None:
     except OSError as e:
         return f"{existing} is not writable ({e.strerror})"
     return None
+
+
+FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+UNWRITABLE_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def write_failure(error: BaseException | None) -> OSError | None:
+    """The OS error behind a failed write, if a full disk or an unwritable folder made it fail:
+    ``error`` itself, or an error it was raised from or while handling (torch reports a failed
+    write as a ``RuntimeError`` raised while the file's ``OSError`` was handled)."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in FULL_DISK_ERRNOS | UNWRITABLE_ERRNOS:
+            return error
+        suppressed = error.__suppress_context__ and error.__cause__ is None
+        error = None if suppressed else error.__cause__ or error.__context__
+    return None
+
+
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """A write that fails inside (see ``write_failure``) raises an ``OSError`` naming ``path``:
+    the OS names no file when a disk fills up mid-write, and a temporary one at times."""
+    try:
+        yield
+    except (OSError, RuntimeError) as e:
+        failure = write_failure(e)
+        if failure is None:
+            raise
+        raise OSError(failure.errno, failure.strerror, str(path)) from e
+
+
+def write_remedy(error: OSError, folder: str | Path) -> str:
+    """What to do about ``error`` (see ``write_failure``) before writing into ``folder`` again."""
+    if error.errno in FULL_DISK_ERRNOS:
+        return f"free space on the disk of {folder}"
+    return f"make {folder} writable"
 
 
 LOCK_FILE = ".lock"
@@ -112,5 +152,6 @@ def unlock_folder(path: str | Path) -> None:
     """Let go of a folder this process holds (``lock_folder``); nothing if it holds none."""
     handle = _held.pop(Path(path).resolve(), None)
     if handle is not None:
-        Path(handle.name).unlink(missing_ok=True)  # while still locked: see lock_folder
+        with contextlib.suppress(OSError):  # a folder now read-only keeps it: it holds nothing
+            Path(handle.name).unlink()  # while still locked: see lock_folder
         handle.close()

@@ -52,9 +52,23 @@ from tqdm import tqdm
 
 from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import flatten_config, load_config, save_config
-from segrl.errors import ConfigError, ModelError
-from segrl.files import check_writable_folder, lock_folder, unlock_folder
-from segrl.tracking.runs import active_run_id, end_run_killed, log_metrics, resuming, start_run
+from segrl.errors import ConfigError, SegrlError, WriteError
+from segrl.files import (
+    check_writable_folder,
+    lock_folder,
+    naming,
+    unlock_folder,
+    write_failure,
+    write_remedy,
+)
+from segrl.tracking.runs import (
+    active_artifact_folder,
+    active_run_id,
+    end_run_killed,
+    log_metrics,
+    resuming,
+    start_run,
+)
 
 RUNS_ROOT = "runs"
 CONFIG_FILE = "config.toml"
@@ -155,8 +169,9 @@ class RunDir:
     def update_info(self, **values: Any) -> None:
         info = {**self.info, **values}
         tmp = self.path / f".{RUN_FILE}.tmp"
-        tmp.write_text(json.dumps(info, indent=1), encoding="utf-8")
-        tmp.replace(self.path / RUN_FILE)
+        with naming(self.path / RUN_FILE):
+            tmp.write_text(json.dumps(info, indent=1), encoding="utf-8")
+            tmp.replace(self.path / RUN_FILE)
 
     def config_differences(self, config: Any) -> list[str]:
         """``key: saved -> given`` for every option that differs and matters for resuming."""
@@ -186,18 +201,32 @@ class RunDir:
         return load_checkpoint(self.checkpoint_path, map_location=map_location)
 
     def save(self, **state: Any) -> None:
-        """Write the checkpoint (atomically); a folder that became unwritable is a ``ModelError``
-        naming the file and the last good checkpoint, which is left intact."""
+        """Write the checkpoint (atomically); a full disk or a folder that became unwritable (or
+        not a folder) is a ``WriteError`` naming the file, the cause and the last good checkpoint,
+        which is left intact."""
         try:
             save_checkpoint(self.checkpoint_path, **state)
             self.update_info(step=state.get("step"))
         except OSError as e:
-            last = self.info.get("step")
-            kept = f"the last good checkpoint (step {last}) is intact" if last else "none was saved"
-            raise ModelError(
-                f"{self.checkpoint_path}: cannot write the checkpoint of step {state.get('step')} "
-                f"({e.strerror}); {kept}. Make {self.path} writable and run again to resume."
-            ) from None
+            what = f"cannot write the checkpoint of step {state.get('step')}"
+            raise self.write_error(e, what, self.checkpoint_path) from None
+
+    def write_error(self, failure: OSError, what: str, file: Path | None = None) -> WriteError:
+        """The one line that says a write of this run failed: the file (``file``, else
+        ``failure``'s), ``what`` could not be done and why, the last good checkpoint, and how to
+        resume."""
+        file = file or failure.filename or self.path
+        last = self.info.get("step") if self.has_checkpoint else None
+        kept = (
+            f"the last good checkpoint is {self.checkpoint_path} (step {last})"
+            if last is not None
+            else "no checkpoint was saved yet"
+        )
+        return WriteError(
+            f"{file}: {what} ({failure.strerror}); {kept}. "
+            f"{write_remedy(failure, Path(file).parent).capitalize()} and run the same command "
+            "again to resume"
+        )
 
     def finish(self, keep_checkpoint: bool = True, **values: Any) -> None:
         """Mark the run finished: a re-run with this folder is refused, unless it asks for a larger
@@ -246,7 +275,8 @@ class Job:
 
     Entering it restores the run folder's checkpoint, if there is one (every RNG state, then
     ``restore(state)``), and starts the MLflow run, or continues the one ``run.json`` names. A run
-    interrupted by Ctrl-C ends as KILLED in MLflow.
+    interrupted by Ctrl-C, or by a write that fails (a full disk, a read-only folder: a
+    ``WriteError`` naming the file and the last good checkpoint), ends as KILLED in MLflow.
 
     Args:
         run: the run folder.
@@ -450,9 +480,17 @@ class Job:
         return metrics
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        """End the MLflow run (KILLED, resumable, after a Ctrl-C or a failed write) and let go of
+        the run folder. A full disk or an unwritable folder met while saving the model or logging
+        an artifact is raised as a ``WriteError`` naming the file and the last good checkpoint."""
         self.close_progress()
         unlock_folder(self.run.path)
-        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+        failure = None if isinstance(exc, SegrlError | KeyboardInterrupt) else write_failure(exc)
+        if failure is not None and failure.filename is None:  # segrl's own writes name their file
+            failure.filename = active_artifact_folder()
+        if isinstance(exc, KeyboardInterrupt | WriteError) or failure is not None:
             end_run_killed()
         self._stack.__exit__(exc_type, exc, tb)
+        if failure is not None:
+            raise self.run.write_error(failure, "cannot write it") from None
         return False

@@ -353,7 +353,7 @@ def test_two_commands_create_a_new_store_at_once(tmp_path):
 
 
 def test_unwritable_run_folder_mid_run_names_the_file(tmp_path):
-    from segrl.errors import ModelError
+    from segrl.errors import WriteError
     from segrl.jobs import RunDir
 
     run = RunDir(tmp_path / "run")
@@ -364,5 +364,5 @@ def test_unwritable_run_folder_mid_run_names_the_file(tmp_path):
         child.unlink()
     run.path.rmdir()
     run.path.write_text("not a folder")
-    with pytest.raises(ModelError, match=r"checkpoint\.pt: cannot write the checkpoint of step 2"):
+    with pytest.raises(WriteError, match=r"checkpoint\.pt: cannot write the checkpoint of step 2"):
         run.save(step=2, weights=[2.0])

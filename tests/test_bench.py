@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import shutil
@@ -17,6 +18,7 @@ from segrl.benchmark import builtin_suites, load_suite, run_bench
 from segrl.benchmark.cells import Cell
 from segrl.benchmark.report import format_markdown, format_text, summarise
 from segrl.errors import ConfigError, DataError
+from segrl.jobs import RunDir
 from segrl.units.config import build_units_config
 
 from .conftest import SHARED_DATA
@@ -342,3 +344,70 @@ def test_named_corpus_sources_are_not_checked_as_paths(tmp_path):
     missing = load_suite(str(_suite_file(tmp_path, body.replace("CORPUS", "no-such.txt"))))
     with pytest.raises(ConfigError, match="its corpus no-such.txt does not exist"):
         check_sources(missing)
+
+
+ONE_LONG_CELL_FIRST = """
+name = "tiny"
+seeds = [0]
+[[languages]]
+name = "en"
+corpus = "{corpus}"
+options = "--gold-max-words 50 --min-char-count 1"
+[[systems]]
+name = "agent"
+command = "train --evaluator gold --steps 1000000 --batch-size 2 --checkpoint-every 2"
+[[systems]]
+name = "characters"
+command = "baseline --method characters"
+[[systems]]
+name = "words"
+command = "baseline --method words"
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_bench_and_its_queued_cells(mlflow_store, small_corpus_file):
+    """A Ctrl-C (SIGINT to the bench's process group, as a terminal sends it) while the first of
+    three cells trains: that cell stops at a checkpoint, the queued two never start, the parent run
+    ends KILLED, and the message says how to resume; the same command then continues it."""
+    import os
+    import signal
+
+    suite = _suite_file(mlflow_store, ONE_LONG_CELL_FIRST.format(corpus=small_corpus_file))
+    out = mlflow_store / "bench"
+    command = [sys.executable, "-m", "segrl", "bench", "--suite", str(suite), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    said = mlflow_store / "stderr.txt"
+    with said.open("w") as stderr:
+        bench = subprocess.Popen(
+            command, cwd=mlflow_store, env=env, stderr=stderr, start_new_session=True
+        )
+    training = out / "en" / "agent" / "seed-0" / "run"
+    while not (training / "checkpoint.pt").exists():  # the first cell is training
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            pytest.fail(f"the bench ended first: {bench.wait(timeout=0.1)}, {said.read_text()}")
+    os.killpg(bench.pid, signal.SIGINT)
+    code = bench.wait(timeout=300)
+    err = said.read_text()
+    assert code == 130, err
+    lines = [line for line in err.splitlines() if line.startswith("segrl:")]
+    assert lines == [
+        f"segrl: interrupted: bench tiny stopped after 0 of 3 cells, its MLflow parent run KILLED; "
+        f"run the same command (the same --out, {out}) to resume: finished cells are skipped, "
+        "stopped training cells resume from their checkpoints, the same parent run continues"
+    ], err
+    assert "Traceback" not in err
+    assert not (out / "en" / "characters").exists() and not (out / "en" / "words").exists()
+    stopped = RunDir(training)
+    assert not stopped.finished and stopped.info["step"] >= 2
+    runs = {r.info.run_id: r for r in _runs("segrl-bench")}
+    parent_id = json.loads((out / "bench.json").read_text())["parent_run_id"]
+    assert runs[parent_id].info.status == "KILLED"
+    assert runs[stopped.info["mlflow_run_id"]].info.status == "KILLED"
+    assert len(runs) == 2  # the parent and the one cell that started
+    again = subprocess.run(
+        [*command, "--systems", "characters,words"], cwd=mlflow_store, env=env, capture_output=True
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    runs = {r.info.run_id: r for r in _runs("segrl-bench")}
+    assert runs[parent_id].info.status == "FINISHED" and len(runs) == 4

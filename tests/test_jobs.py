@@ -61,8 +61,10 @@ class Toy:
         return {"weight": float(self.model.weight.detach().sum()), "step": float(step)}
 
 
-def run_toy(config: ToyConfig, on_step=None, keep_checkpoint=True, max_minutes=None) -> Toy:
-    toy = Toy(config)
+def run_toy(
+    config: ToyConfig, on_step=None, keep_checkpoint=True, max_minutes=None, toy: type[Toy] = Toy
+) -> Toy:
+    toy = toy(config)
     run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "toy", RESUMABLE, config.steps)
     job = toy.job = Job(
         run,

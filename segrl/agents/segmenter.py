@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
-from segrl.checkpoint import load_tensor_file, load_weights
+from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
 from segrl.data import CharVocab
 from segrl.errors import ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
@@ -103,7 +103,7 @@ class AgentSegmenter:
     def save(self, path: str | Path) -> Path:
         """Save to the folder ``path`` (atomically: a complete folder or the previous one)."""
         with atomic_folder(path) as tmp:
-            torch.save(self.policy.state_dict(), tmp / POLICY_FILE)
+            save_tensor_file(self.policy.state_dict(), tmp / POLICY_FILE)
             self.vocab.save(tmp / VOCAB_FILE)
             meta = {
                 "segmenter": vars(self.policy.config),

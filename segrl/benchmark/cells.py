@@ -6,6 +6,9 @@ process whose MLflow run becomes a child of the bench's parent run (``MLFLOW_RUN
 tags (``SEGRL_RUN_TAGS``). When it succeeds its metrics are written to ``result.json`` in the cell's
 folder; a re-run of the bench skips every cell that has one, and a cell that was interrupted starts its
 command again with the same run folder, so a training command resumes from its checkpoint.
+
+Each cell's process is a session of its own: a Ctrl-C at the terminal reaches the bench alone, which
+stops its cells through ``CellProcesses`` (one SIGINT each, as a Ctrl-C of the cell's own command).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
@@ -79,9 +84,46 @@ class CellJob:
     tags: dict[str, str]
 
 
-def run_cell(job: CellJob) -> dict:
+class CellProcesses:
+    """The processes of the cells a bench runs on this machine. Once ``stop`` is called no cell
+    starts; each running one is sent SIGINT at every ``stop`` (the first stops a training command
+    at a step boundary, checkpointed; a second at once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def run(self, argv: list[str], **popen: object) -> int | None:
+        """Run ``argv`` (in a session of its own) to its end: its exit code, or None where the
+        bench was stopped before it could start."""
+        with self._lock:
+            if self.stopped:
+                return None
+            process = subprocess.Popen(argv, start_new_session=True, **popen)
+            self._running.add(process)
+        try:
+            return process.wait()
+        except BaseException:  # this worker interrupted (a cancelled Ray task): stop the cell
+            process.send_signal(signal.SIGINT)
+            process.wait()
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(process)
+
+    def stop(self) -> None:
+        """Start no more cells, and send SIGINT to each running one."""
+        with self._lock:
+            self.stopped = True
+            for process in self._running:
+                process.send_signal(signal.SIGINT)
+
+
+def run_cell(job: CellJob, processes: CellProcesses | None = None) -> dict:
     """Run one cell (unless its result is there already) and return its result: ``status``
-    (``done``, ``skipped`` or ``failed``), the metrics, the run id, and the log file."""
+    (``done``, ``skipped``, ``failed``, or ``stopped`` where ``processes`` was stopped before it
+    started), the metrics, the run id, and the log file."""
     from segrl.tracking.queries import finished_run_with_tag
     from segrl.tracking.tags import RUN_TAGS_VARIABLE
 
@@ -90,6 +132,12 @@ def run_cell(job: CellJob) -> dict:
     if result_file.exists():
         result = json.loads(result_file.read_text(encoding="utf-8"))
         return {**result, "status": "skipped"}
+    processes = processes or CellProcesses()
+    argv = job.cell.argv(Path(job.root), job.experiment)
+    log = folder / LOG_FILE
+    base = {"cell": job.cell.id, "log": str(log), "command": "segrl " + " ".join(argv)}
+    if processes.stopped:
+        return {**base, "status": "stopped"}
     folder.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -98,12 +146,10 @@ def run_cell(job: CellJob) -> dict:
         RUN_TAGS_VARIABLE: json.dumps({**job.tags, CELL_TAG: job.cell.id}),
         "PYTHONUNBUFFERED": "1",
     }
-    argv = job.cell.argv(Path(job.root), job.experiment)
-    log = folder / LOG_FILE
     with log.open("w", encoding="utf-8") as out:
         out.write("segrl " + " ".join(argv) + "\n")
         out.flush()
-        code = subprocess.call(
+        code = processes.run(
             [sys.executable, "-m", "segrl", *argv],
             cwd=job.cwd,
             env=env,
@@ -111,7 +157,8 @@ def run_cell(job: CellJob) -> dict:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-    base = {"cell": job.cell.id, "log": str(log), "command": "segrl " + " ".join(argv)}
+    if code is None:  # stopped while its log was opened
+        return {**base, "status": "stopped"}
     if code != 0:
         return {**base, "status": "failed", "returncode": code, "tail": _tail(log)}
     found = finished_run_with_tag(

@@ -8,6 +8,7 @@ cluster, one MLflow parent run with a child run per cell, and the tables of ``se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -18,17 +19,22 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from segrl.benchmark.cells import Cell, CellJob, run_cell, source_hash
+from segrl.benchmark.cells import Cell, CellJob, CellProcesses, run_cell, source_hash
 from segrl.benchmark.report import format_markdown, format_text, plot_f1, summarise, write_csv
 from segrl.benchmark.suite import Suite
 from segrl.data.corpus import corpus_path
 from segrl.errors import ConfigError, TrackingError
 from segrl.files import check_writable_folder
-from segrl.tracking.runs import log_artifact, log_metrics, start_run
+from segrl.tracking.runs import end_run_killed, log_artifact, log_metrics, start_run
 from segrl.tracking.store import absolute_tracking_uri
 
 STATE_FILE = "bench.json"
 DEFAULT_EXPERIMENT = "segrl-bench"
+
+
+class BenchInterrupted(KeyboardInterrupt):
+    """A bench stopped by Ctrl-C: no queued cell started, the running ones were stopped, and the
+    parent run ended KILLED; the message says how to resume."""
 
 
 @dataclass
@@ -134,17 +140,28 @@ def run_bench(
         execute = _on_ray(ray_address) if ray_address else _locally(workers)
         results = []
         progress = tqdm(total=len(jobs), desc=f"bench {suite.name}", unit="cell")
-        for job, result in execute(jobs):
-            results.append(
-                {
-                    **result,
-                    "language": job.cell.language.name,
-                    "system": job.cell.system.name,
-                    "seed": job.cell.seed,
-                }
-            )
-            progress.set_postfix_str(f"{job.cell.id}: {result['status']}")
-            progress.update()
+        try:
+            with contextlib.closing(execute(jobs)) as finished:  # closed: the cells are stopped
+                for job, result in finished:
+                    results.append(
+                        {
+                            **result,
+                            "language": job.cell.language.name,
+                            "system": job.cell.system.name,
+                            "seed": job.cell.seed,
+                        }
+                    )
+                    progress.set_postfix_str(f"{job.cell.id}: {result['status']}")
+                    progress.update()
+        except KeyboardInterrupt:
+            progress.close()
+            end_run_killed()
+            raise BenchInterrupted(
+                f"bench {suite.name} stopped after {len(results)} of {len(jobs)} cells, its MLflow "
+                f"parent run KILLED; run the same command (the same --out, {folder}) to resume: "
+                "finished cells are skipped, stopped training cells resume from their "
+                "checkpoints, the same parent run continues"
+            ) from None
         progress.close()
         order = {job.cell.id: i for i, job in enumerate(jobs)}
         results.sort(key=lambda r: order[r["cell"]])
@@ -181,13 +198,32 @@ Executor = Callable[[Sequence[CellJob]], Iterator[tuple[CellJob, dict]]]
 
 
 def _locally(workers: int) -> Executor:
+    """Cells on ``workers`` threads, each running its cell's process; when the bench ends early (a
+    Ctrl-C), queued cells never start and running ones are stopped (``CellProcesses``)."""
+
     def execute(jobs: Sequence[CellJob]) -> Iterator[tuple[CellJob, dict]]:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(run_cell, job): job for job in jobs}
+        processes = CellProcesses()
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
+            futures = {pool.submit(run_cell, job, processes): job for job in jobs}
             for future in as_completed(futures):
                 yield futures[future], future.result()
+        finally:
+            _stop(pool, processes)
 
     return execute
+
+
+def _stop(pool: ThreadPoolExecutor, processes: CellProcesses) -> None:
+    """Start no more cells, stop the running ones, and wait for them to end; a Ctrl-C meanwhile
+    stops them again (a training command then stops at once)."""
+    processes.stop()
+    while True:
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+            return
+        except KeyboardInterrupt:
+            processes.stop()
 
 
 def _on_ray(address: str) -> Executor:

@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     except SegrlError as e:
         print(f"segrl: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("segrl: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"segrl: interrupted: {e}" if str(e) else "segrl: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader stopped reading (`segrl segment ... | head`): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)

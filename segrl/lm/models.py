@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from segrl.checkpoint import load_tensor_file, load_weights
+from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
@@ -55,7 +55,7 @@ def save_lm(model: SegmentLM, path: str | Path) -> Path:
             "lexicon": lexicon_of(model),
             "state": state,
         }
-        torch.save(saved, tmp / MODEL_FILE)
+        save_tensor_file(saved, tmp / MODEL_FILE)
         model.vocab.save(tmp / VOCAB_FILE)
     return path
 

@@ -26,6 +26,7 @@ from segrl.tracking.store import (
     DEFAULT_EXPERIMENT,
     check_artifact_folder,
     ensure_reachable,
+    local_folder,
 )
 from segrl.tracking.tags import (
     CORPUS_FINGERPRINT_TAG,
@@ -249,3 +250,9 @@ def log_data(
 def active_run_id() -> str | None:
     run = mlflow.active_run()
     return run.info.run_id if run else None
+
+
+def active_artifact_folder() -> str | None:
+    """The local folder of the active run's artifacts; None without one, or for a remote store."""
+    run = mlflow.active_run()
+    return None if run is None else local_folder(run.info.artifact_uri)

@@ -130,16 +130,23 @@ def _create_store_once(uri: str, db: Path) -> None:
 def check_artifact_folder(location: str, uri: str) -> None:
     """Raise ``TrackingError`` if ``location`` (an experiment's or a run's artifact URI) is a local
     folder that cannot be written: checked before a run starts, so that no run is left FAILED."""
-    parsed = urllib.parse.urlparse(location)
-    if parsed.scheme not in ("", "file"):
+    folder = local_folder(location)
+    if folder is None:
         return  # a remote artifact store (s3://, mlflow-artifacts:, ...) answers for itself
-    folder = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else location
     problem = folder_problem(folder)
     if problem is not None:
         raise TrackingError(
             f"tracking store {uri}: cannot write its artifact folder {folder}: {problem}; make it "
             "writable or point MLFLOW_TRACKING_URI elsewhere"
         )
+
+
+def local_folder(location: str) -> str | None:
+    """The local folder an artifact URI (``file:`` or a path) stands for; None for a remote one."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else location
 
 
 def download_artifacts(uri: str) -> Path:

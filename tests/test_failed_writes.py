@@ -1,0 +1,243 @@
+"""Writes that fail mid-run: a run folder made read-only, a full disk, a read-only MLflow artifact
+folder. Each ends the job with one line naming the file, the cause and the last good checkpoint
+(exit 2 from the command line), the MLflow run KILLED, and the same command resumes into the same
+MLflow run."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fnmatch
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+import segrl.checkpoint
+from segrl.agents.segmenter import POLICY_FILE
+from segrl.checkpoint import save_tensor_file
+from segrl.cli import EXIT_USER_ERROR, main
+from segrl.errors import WriteError
+from segrl.files import write_failure
+from segrl.jobs import CHECKPOINT_FILE, RunDir
+from segrl.tracking.runs import active_artifact_folder, log_text
+from segrl.tracking.store import local_folder
+
+from .test_jobs import Toy, ToyConfig, run_toy
+
+
+@contextlib.contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """``folder`` made read-only for real: by its permission bits for a user, by a read-only bind
+    mount for root (whom permission bits do not stop); skipped where root may not mount."""
+    if os.geteuid() != 0:
+        mode = folder.stat().st_mode
+        folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            folder.chmod(mode)
+        return
+    bind = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True)
+    if bind.returncode != 0:
+        pytest.skip(f"as root only a read-only mount stops writes, and mount failed: {bind.stderr}")
+    try:
+        remount = ["mount", "-o", "remount,ro,bind", str(folder), str(folder)]
+        subprocess.run(remount, capture_output=True, check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True, check=True)
+
+
+def full_disk_for(name: str, monkeypatch: pytest.MonkeyPatch, after: int = 0) -> None:
+    """The files segrl writes with torch named ``name`` (or its temporary ``.name.*``) are written
+    to ``/dev/full`` (every write to it fails with the kernel's ENOSPC) once ``after`` of them
+    were written."""
+    if not Path("/dev/full").exists():
+        pytest.skip("/dev/full (a device that is always full) is Linux's")
+    written = []
+
+    def open_tensor_file(file, mode="r", *args, **kwargs):
+        if Path(file).name == name or Path(file).name.startswith(f".{name}."):
+            written.append(file)
+            if len(written) > after:
+                file = "/dev/full"
+        return open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(segrl.checkpoint, "open", open_tensor_file, raising=False)
+
+
+def test_a_full_disk_is_an_os_error_naming_the_file(tmp_path):
+    """torch's writer, given a file name, says only ``unexpected pos``; segrl's names the file and
+    the cause."""
+    if not Path("/dev/full").exists():
+        pytest.skip("/dev/full (a device that is always full) is Linux's")
+    weights = tmp_path / "weights.pt"
+    weights.symlink_to("/dev/full")
+    with pytest.raises(RuntimeError, match="unexpected pos"):
+        torch.save({"weights": torch.zeros(10_000)}, weights)
+    with pytest.raises(OSError) as raised:
+        save_tensor_file({"weights": torch.zeros(10_000)}, weights)
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(weights))
+    assert write_failure(raised.value) is raised.value
+
+
+def test_what_counts_as_a_failed_write():
+    full = OSError(errno.ENOSPC, "No space left on device")
+    torchs = RuntimeError("unexpected pos")  # as torch's writer raises it, while handling ``full``
+    torchs.__context__ = full
+    said = RuntimeError("the model does not fit")  # raised ``from None``: another problem
+    said.__context__, said.__suppress_context__ = full, True
+    assert write_failure(torchs) is full and write_failure(said) is None
+    assert write_failure(OSError(errno.EROFS, "Read-only file system")).errno == errno.EROFS
+    assert write_failure(FileNotFoundError(errno.ENOENT, "No such file")) is None
+
+
+def test_a_run_folder_made_read_only_mid_run(mlflow_store):
+    config = ToyConfig(out=str(mlflow_store / "run"))
+    straight = run_toy(ToyConfig(out=str(mlflow_store / "straight")))
+    run = RunDir(mlflow_store / "run")
+    with contextlib.ExitStack() as later:
+
+        def make_read_only(step: int, stats: dict) -> bool:
+            if step == 7:
+                later.enter_context(read_only(run.path))
+            return False
+
+        with pytest.raises(WriteError) as raised:
+            run_toy(config, on_step=make_read_only)
+    checkpoint = run.path / CHECKPOINT_FILE
+    cause = "Read-only file system" if os.geteuid() == 0 else "Permission denied"
+    assert str(raised.value) == (
+        f"{checkpoint}: cannot write the checkpoint of step 10 ({cause}); the last good "
+        f"checkpoint is {checkpoint} (step 5). Make {run.path} writable and run the same command "
+        "again to resume"
+    )
+    assert sorted(p.name for p in run.path.iterdir() if p.name != ".lock") == [
+        CHECKPOINT_FILE,
+        "config.toml",
+        "run.json",
+    ]  # no half-written checkpoint beside the good one
+    run_id = run.info["mlflow_run_id"]
+    assert MlflowClient().get_run(run_id).info.status == "KILLED"
+    resumed = run_toy(config)
+    assert resumed.job.resumed_from == 5 and resumed.metrics == straight.metrics
+    assert run.info["mlflow_run_id"] == run_id and run.finished
+    assert MlflowClient().get_run(run_id).info.status == "FINISHED"
+    history = MlflowClient().get_metric_history(run_id, "train/loss")
+    assert [m.step for m in history] == [4, 8, 12]
+
+
+def test_a_full_disk_mid_run(mlflow_store, monkeypatch):
+    config = ToyConfig(out=str(mlflow_store / "run"))
+    full_disk_for(CHECKPOINT_FILE, monkeypatch, after=1)
+    with pytest.raises(WriteError, match="step 10 \\(No space left on device\\)") as raised:
+        run_toy(config)
+    run = RunDir(mlflow_store / "run")
+    assert f"the last good checkpoint is {run.checkpoint_path} (step 5)" in str(raised.value)
+    assert f"Free space on the disk of {run.path} and run the same command" in str(raised.value)
+    assert not [p for p in run.path.iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.delattr(segrl.checkpoint, "open")
+    assert run_toy(config).job.resumed_from == 5
+
+
+class ToyWithArtifact(Toy):
+    """The toy whose end logs an artifact, as every trainer's end logs its segmenter."""
+
+    def final(self, step: int) -> dict[str, float]:
+        log_text("the end", "end.txt")
+        return super().final(step)
+
+
+@contextlib.contextmanager
+def full_disk(folder: Path) -> Iterator[None]:
+    """Inside it, copying bytes into a file (as MLflow stores an artifact) fails as on a full disk:
+    the OS's ENOSPC, which names no file."""
+
+    def copy(source, target, length=0):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(shutil, "copyfileobj", copy)
+        yield
+
+
+@pytest.mark.parametrize(
+    ("make_unwritable", "failure"),
+    [
+        (read_only, "{artifacts}/*: cannot write it (*)"),
+        (full_disk, "{artifacts}: cannot write it (No space left on device)"),
+    ],
+    ids=["read-only", "full"],
+)
+def test_an_unwritable_artifact_folder_at_the_end(mlflow_store, make_unwritable, failure):
+    config = ToyConfig(out=str(mlflow_store / "run"))
+    with contextlib.ExitStack() as later:
+
+        def unwritable_artifacts(step: int, stats: dict) -> bool:
+            if step == 11:
+                folder = Path(active_artifact_folder())
+                later.enter_context(make_unwritable(folder))
+            return False
+
+        with pytest.raises(WriteError) as raised:
+            run_toy(config, on_step=unwritable_artifacts, toy=ToyWithArtifact)
+    run = RunDir(mlflow_store / "run")
+    run_id = run.info["mlflow_run_id"]
+    artifacts = local_folder(MlflowClient().get_run(run_id).info.artifact_uri)
+    expected = failure.format(artifacts=artifacts) + (
+        f"; the last good checkpoint is {run.checkpoint_path} (step 12). * and run the same "
+        "command again to resume"
+    )
+    assert fnmatch.fnmatch(str(raised.value), expected), str(raised.value)
+    assert MlflowClient().get_run(run_id).info.status == "KILLED" and not run.finished
+    resumed = run_toy(config, toy=ToyWithArtifact)
+    assert resumed.job.resumed_from == 12 and run.finished
+    assert run.info["mlflow_run_id"] == run_id
+    assert MlflowClient().get_run(run_id).info.status == "FINISHED"
+    assert [a.path for a in MlflowClient().list_artifacts(run_id)] == ["config.toml", "end.txt"]
+
+
+@pytest.mark.parametrize(
+    ("name", "after", "failure"),
+    [
+        (CHECKPOINT_FILE, 1, "{checkpoint}: cannot write the checkpoint of step 8"),
+        (POLICY_FILE, 0, "{out}/segmenter: cannot write it"),
+    ],
+    ids=["checkpoint", "final-model"],
+)
+def test_train_on_a_full_disk_exits_2_and_resumes(
+    mlflow_store, small_corpus_file, monkeypatch, capsys, name, after, failure
+):
+    """The disk fills up at the second checkpoint (step 8, the last good one at step 4), or as the
+    trained segmenter is saved at the end (the last good checkpoint at step 8)."""
+    out = mlflow_store / "run"
+    args = ["train", "--corpus", str(small_corpus_file), "--min-char-count", "1", "--steps", "8"]
+    args += ["--gold-max-words", "50", "--threads", "1", "--out", str(out)]
+    args += ["--checkpoint-every", "4", "--eval-every", "8"]
+    full_disk_for(name, monkeypatch, after=after)
+    capsys.readouterr()
+    assert main(args) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("segrl:")]
+    checkpoint = out / CHECKPOINT_FILE
+    last = 4 if name == CHECKPOINT_FILE else 8
+    expected = failure.format(checkpoint=checkpoint, out=out) + (
+        f" (No space left on device); the last good checkpoint is {checkpoint} (step {last}). "
+        f"Free space on the disk of {out} and run the same command again to resume"
+    )
+    assert lines == [f"segrl: error: {expected}"], err
+    assert "Traceback" not in err
+    run_id = RunDir(out).info["mlflow_run_id"]
+    assert MlflowClient().get_run(run_id).info.status == "KILLED"
+    monkeypatch.delattr(segrl.checkpoint, "open")
+    assert main(args) == 0
+    assert f"resuming {out} from step {last} of 8" in capsys.readouterr().out
+    run = RunDir(out)
+    assert run.finished and run.info["step"] == 8 and run.info["mlflow_run_id"] == run_id
+    assert MlflowClient().get_run(run_id).info.status == "FINISHED"
