@@ -22,6 +22,8 @@ at whitespace; their segments have each space between two words as a segment of 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +51,7 @@ class LoadedSegmenter:
     def segment_words(self, words: Sequence[str]) -> list[list[str]]:
         """Each word's segments (they spell the word; an empty word has none)."""
         words = list(words)
-        lowered = [w.lower() for w in words]
-        found = self._words([w for w in lowered if w])
+        found = self._words([w.lower() for w in words if w])
         it = iter(found)
         return [_cut_like(w, next(it)) if w else [] for w in words]
 
@@ -59,8 +60,7 @@ class LoadedSegmenter:
         sentence is taken with its whitespace collapsed to single spaces."""
         texts = [" ".join(s.split()) for s in sentences]
         if self._sentences is not None:
-            lowered = [t.lower() for t in texts]
-            found = self._sentences(lowered)
+            found = self._sentences([t.lower() for t in texts])
             return [_cut_like(t, segs) for t, segs in zip(texts, found, strict=True)]
         per_word = self.segment_words([w for t in texts for w in t.split(" ") if w])
         it = iter(per_word)
@@ -76,15 +76,20 @@ class LoadedSegmenter:
 
 
 def _cut_like(original: str, segments: list[str]) -> list[str]:
-    """``segments`` of the lower-cased ``original`` cut from ``original`` itself (where lower-casing
-    kept its length; otherwise the segments as they are)."""
-    if "".join(segments) == original or len(original.lower()) != len(original):
+    """``segments`` of ``original.lower()`` cut from ``original`` itself, position by position. A
+    character whose lower case is longer (``İ`` -> ``i̇``) goes whole into the segment where its
+    lower case begins. Segments that do not spell ``original.lower()`` are returned as they are."""
+    if "".join(segments) != original.lower():
         return segments
+    # where each character's lower case begins in original.lower()
+    starts = list(itertools.accumulate((len(c.lower()) for c in original[:-1]), initial=0))
     out, at = [], 0
-    for segment in segments:
-        out.append(original[at : at + len(segment)])
-        at += len(segment)
-    return out if at == len(original) else segments
+    for cut in itertools.accumulate(len(s) for s in segments):
+        end = bisect.bisect_left(starts, cut)
+        if end > at:
+            out.append(original[at:end])
+            at = end
+    return out
 
 
 def load_segmenter(source: str | Path, device: str = "cpu") -> LoadedSegmenter:

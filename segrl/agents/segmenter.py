@@ -88,8 +88,9 @@ class AgentSegmenter:
         return self.decide(batch)
 
     def segment_sentences(self, sentences: Sequence[str]) -> list[list[str]]:
-        """Segmentations of ``sentences`` (each a list of segments that spell the sentence, spaces
-        included), decided greedily in length-sorted batches."""
+        """Segmentations of ``sentences`` (each a list of non-empty segments that spell the
+        sentence, spaces included; none for an empty sentence), decided greedily in length-sorted
+        batches."""
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         out: list[list[str]] = [[] for _ in sentences]
         for start in range(0, len(order), EVAL_BATCH):
@@ -97,7 +98,9 @@ class AgentSegmenter:
             batch = self.decide_sentences([sentences[i] for i in rows])
             for k, i in enumerate(rows):
                 segments = batch.segments(k)
-                out[i] = with_spaces(sentences[i], segments) if self.hide_spaces else segments
+                if self.hide_spaces:
+                    segments = with_spaces(sentences[i], segments)
+                out[i] = [s for s in segments if s]
         return out
 
     def save(self, path: str | Path) -> Path:
