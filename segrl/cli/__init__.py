@@ -1,12 +1,14 @@
 """The ``segrl`` command. Thin: parses arguments, builds a config, calls library functions.
 
 Each subcommand group lives in its own module with a ``register(subparsers)`` function; a user error
-(``SegrlError``) is printed as one line on stderr with a non-zero exit code, never as a traceback.
+(``SegrlError``, or a path with a name longer than the file system allows) is printed as one line on
+stderr with a non-zero exit code, never as a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -26,6 +28,7 @@ COMMAND_MODULES = (
 )
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+_NAME_TOO_LONG = "a name in this path is longer than the file system allows; give a shorter path"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args) or 0
     except SegrlError as e:
         print(f"segrl: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        print(f"segrl: error: {e.filename}: {_NAME_TOO_LONG}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("segrl: interrupted", file=sys.stderr)
