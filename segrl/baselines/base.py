@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from segrl.data.corpus import PLACEHOLDER, Corpus
-from segrl.errors import ModelError
+from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
 from segrl.model_files import CLASSIC_META_FILE as META_FILE
 
@@ -134,3 +135,17 @@ def strip_word_marker(pieces: list[str], marker: str = "\u2581") -> list[str]:
     """Drop the word-start marker that SentencePiece and youtokentome put on a word's first piece."""
     out = [p.replace(marker, "") for p in pieces]
     return [p for p in out if p]
+
+
+def check_vocab_size(vocab_size: int, texts: Iterable[str], reserved: int, method: str) -> None:
+    """Raise ``ConfigError`` unless ``vocab_size`` holds a piece for each character of ``texts``, the
+    word-start marker and the backend's ``reserved`` special pieces (SentencePiece and youtokentome
+    keep every character: with full coverage a smaller vocabulary fails inside them)."""
+    characters = {c for text in texts for c in text} - {" "}
+    needed = len(characters) + 1 + reserved
+    if vocab_size < needed:
+        raise ConfigError(
+            f"--vocab-size {vocab_size} is too small for {method} on this corpus: its "
+            f"{len(characters)} characters, the word marker and {reserved} special piece(s) need "
+            f"{needed}; give --vocab-size {needed} or more"
+        )
