@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import BinaryIO
 
 from segrl.config import CorpusFormat, DataConfig, check_choices
 from segrl.data.vocab import CharVocab
@@ -360,12 +361,19 @@ def _read_file_lines(file: Path) -> Iterator[tuple[str, int, str]]:
     opener = gzip.open if file.suffix == ".gz" else open
     try:
         with opener(file, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                yield str(file), number, _decode_line(raw, file, number)
+            yield from stream_lines(f, str(file))
     except (OSError, EOFError, zlib.error) as e:
         raise DataError(
             f"{file}: cannot read ({e}); if it is a .gz file, it is damaged: compress it again"
         ) from None
+
+
+def stream_lines(stream: BinaryIO, name: str) -> Iterator[tuple[str, int, str]]:
+    """``(name, line number, text)`` for every line of a binary stream (a file, stdin), checked as
+    ``read_lines`` checks a file's; no line longer than the limit is read whole into memory."""
+    limit = MAX_LINE_CHARS * 4 + 1
+    for number, raw in enumerate(iter(lambda: stream.readline(limit), b""), start=1):
+        yield name, number, _decode_line(raw, name, number)
 
 
 def _decode_line(raw: bytes, file: Path | str, number: int) -> str:
