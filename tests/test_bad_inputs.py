@@ -4,6 +4,7 @@ what to do (exit code 2), before anything is trained, and leaves no run folder a
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import os
 import random
 import sqlite3
@@ -139,6 +140,11 @@ def _units_without_config(folder: Path) -> Path:
     saved = save_unit_model(folder / "units", build_model(config, len(vocab)), vocab, config)
     (saved / "config.toml").unlink()
     return saved
+
+
+def _too_long(folder: Path) -> Path:
+    """A path with a name longer than any file system allows."""
+    return folder / ("a" * 300)
 
 
 SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
@@ -282,6 +288,31 @@ CASES = [
         "without the config.toml",
     ),
     (
+        "vocab-size-below-characters",
+        ["baseline", "--method", "bpe", "--vocab-size", "2", "--corpus", "{corpus}", *SMALL],
+        None,
+        "--vocab-size 2 is too small for bpe on this corpus",
+    ),
+    (
+        "model-uri-without-client",
+        ["segment", "--model", "s3://bucket/model"],
+        None,
+        "s3://bucket/model: reading s3: URIs needs boto3",
+        pytest.mark.skipif(
+            importlib.util.find_spec("botocore") is not None, reason="the s3 client is installed"
+        ),
+    ),
+    ("segment-name-too-long", ["segment", "--model", "{f}"], _too_long, "cannot open it"),
+    ("data-name-too-long", ["data", "--corpus", "{f}"], _too_long, "longer than the file"),
+    (
+        "evaluate-name-too-long",
+        ["evaluate", "--predictions", "{f}"],
+        _too_long,
+        "longer than the file system allows",
+    ),
+    ("train-out-name-too-long", ["train", "--out", "{f}/run"], _too_long, "--out"),
+    ("segment-threads", ["segment", "--model", "m", "--threads", "0"], None, "--threads"),
+    (
         "store-read-only",
         ["baseline", "--method", "characters", "--corpus", "{corpus}", *SMALL],
         _read_only_store,
@@ -366,3 +397,20 @@ def test_unwritable_run_folder_mid_run_names_the_file(tmp_path):
     run.path.write_text("not a folder")
     with pytest.raises(ModelError, match=r"checkpoint\.pt: cannot write the checkpoint of step 2"):
         run.save(step=2, weights=[2.0])
+
+
+def test_a_stdin_line_over_the_limit_is_refused(corpus, monkeypatch, capsys, tmp_path):
+    """stdin has the line limit of a file (a 1 MB word would keep a segmenter busy for minutes)."""
+    import io
+
+    from segrl.baselines.trivial import CharacterSegmenter
+
+    monkeypatch.setattr("segrl.data.corpus.MAX_LINE_CHARS", 50)
+    folder = CharacterSegmenter().train(corpus).save(tmp_path / "chars")
+    stdin = io.BytesIO(b"short\n" + b"y" * 60 + b"\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    assert main(["segment", "--model", str(folder), "--quiet"]) == EXIT_USER_ERROR
+    captured = capsys.readouterr()
+    assert captured.err.startswith("segrl: error: <stdin>:2: line longer than 50 characters")
+    assert len(captured.err.splitlines()) == 1
+    assert captured.out == ""
