@@ -92,26 +92,34 @@ class Segmenter(ABC):
     def load(cls, path: str | Path) -> Segmenter:
         """Load a segmenter saved by ``save`` (of this class, or of any class when called on ``Segmenter``)."""
         path = Path(path)
+        meta_file = path / META_FILE
         try:
-            meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
             method = meta["method"]
         except FileNotFoundError:
             raise ModelError(f"{path}: no saved segmenter here ({META_FILE} missing)") from None
         except (ValueError, KeyError, TypeError) as e:  # ValueError: not UTF-8, or not JSON
-            raise ModelError(
-                f"{path / META_FILE}: not a segrl segmenter description ({e})"
-            ) from None
-        klass = Segmenter._classes.get(method)
+            raise ModelError(f"{meta_file}: not a segrl segmenter description ({e})") from None
+        klass = Segmenter._classes.get(method) if isinstance(method, str) else None
         if klass is None:
             raise ModelError(
-                f"{path}: a {method!r} segmenter, which this segrl does not know (it knows "
+                f"{meta_file}: a {method!r} segmenter, which this segrl does not know (it knows "
                 f"{', '.join(Segmenter._classes)})"
             )
         if cls is not Segmenter and not issubclass(klass, cls):
             raise ModelError(f"{path}: holds a {method} segmenter, not a {cls.method} one")
-        segmenter = klass(**meta.get("options", {}))
-        segmenter.alphabet = frozenset(meta.get("alphabet", []))
-        segmenter.placeholder = meta.get("placeholder", PLACEHOLDER)
+        try:
+            segmenter = klass(**meta.get("options", {}))
+            segmenter.alphabet = frozenset(_strings(meta.get("alphabet", []), "alphabet"))
+            segmenter.placeholder = meta.get("placeholder", PLACEHOLDER)
+            if not isinstance(segmenter.placeholder, str) or len(segmenter.placeholder) != 1:
+                raise ValueError(
+                    f"placeholder must be one character, got {segmenter.placeholder!r}"
+                )
+        except (TypeError, ValueError) as e:  # edited by hand: options of the wrong name or type
+            raise ModelError(
+                f"{meta_file}: options that make no {method} segmenter ({e})"
+            ) from None
         segmenter._load_files(path)
         segmenter.trained = True
         return segmenter
@@ -129,6 +137,13 @@ class Segmenter(ABC):
 
     def _load_files(self, folder: Path) -> None:  # noqa: B027
         pass
+
+
+def _strings(value: Any, name: str) -> list[str]:
+    """``value`` if it is a list of strings, else a ``TypeError`` naming ``name``."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{name} must be a list of strings, got {value!r}"[:200])
+    return value
 
 
 def strip_word_marker(pieces: list[str], marker: str = "\u2581") -> list[str]:
