@@ -121,6 +121,51 @@ def _classic_with(name: str, content: bytes) -> Callable[[Path], Path]:
     return make
 
 
+def _agent_meta_with(key: str, value: object) -> Callable[[Path], Path]:
+    """A saved agent segmenter whose ``agent_segmenter.json`` has ``key`` edited to ``value``."""
+
+    def make(folder: Path) -> Path:
+        import json
+
+        saved = _saved_agent(folder)
+        meta = json.loads((saved / "agent_segmenter.json").read_text(encoding="utf-8"))
+        (saved / "agent_segmenter.json").write_text(json.dumps({**meta, key: value}))
+        return saved
+
+    return make
+
+
+def _classic_described(meta: dict) -> Callable[[Path], Path]:
+    """A folder whose ``segmenter.json`` is ``meta``."""
+
+    def make(folder: Path) -> Path:
+        import json
+
+        saved = folder / "classic"
+        saved.mkdir()
+        (saved / "segmenter.json").write_text(json.dumps(meta), encoding="utf-8")
+        return saved
+
+    return make
+
+
+def _units_config_edited(old: str, new: str) -> Callable[[Path], Path]:
+    """A saved unit model whose ``config.toml`` has ``old`` replaced by ``new``."""
+
+    def make(folder: Path) -> Path:
+        saved = _units_without_config(folder)  # then written again, edited
+        from segrl.config import save_config
+        from segrl.units.config import build_units_config
+
+        save_config(build_units_config("transformer"), saved / "config.toml")
+        text = (saved / "config.toml").read_text(encoding="utf-8")
+        assert old in text
+        (saved / "config.toml").write_text(text.replace(old, new, 1), encoding="utf-8")
+        return saved
+
+    return make
+
+
 def _classic_with_counts_input(folder: Path) -> Path:
     """A Morfessor segmenter's folder with ``in.txt`` beside its files: a counts list whose second
     line is not ``count word``."""
@@ -286,6 +331,48 @@ CASES = [
         ["segment", "--model", "{f}"],
         _units_without_config,
         "without the config.toml",
+    ),
+    (
+        "agent-max-len-wrong-type",
+        ["segment", "--model", "{f}"],
+        _agent_meta_with("max_len", "long"),
+        "agent_segmenter.json: max_len must be int, got 'long'",
+    ),
+    (
+        "agent-separator-not-in-vocab",
+        ["segment", "--model", "{f}"],
+        _agent_meta_with("separator_id", 99),
+        "agent_segmenter.json: separator_id 99 is not an id of vocab.json",
+    ),
+    (
+        "classic-method-unknown",
+        ["segment", "--model", "{f}"],
+        _classic_described({"method": "bogus"}),
+        "segmenter.json: a 'bogus' segmenter, which this segrl does not know",
+    ),
+    (
+        "classic-options-wrong",
+        ["segment", "--model", "{f}"],
+        _classic_described({"method": "sentencepiece", "options": {"model_type": "x"}}),
+        "segmenter.json: options that make no sentencepiece segmenter",
+    ),
+    (
+        "units-config-wrong-type",
+        ["segment", "--model", "{f}"],
+        _units_config_edited("max_len = 256", 'max_len = "long"'),
+        "config.toml: arch.max_len must be int, got 'long'",
+    ),
+    (
+        "units-config-out-of-range",
+        ["segment", "--model", "{f}"],
+        _units_config_edited("heads = 1", "heads = 3"),
+        "config.toml: options that build no transformer model",
+    ),
+    (
+        "units-config-eval-batch",
+        ["segment", "--model", "{f}"],
+        _units_config_edited("batch_size = 128", "batch_size = 0"),
+        "config.toml: eval.batch_size must be at least 1",
     ),
     (
         "vocab-size-below-characters",
