@@ -24,3 +24,8 @@ class TrackingError(SegrlError):
 
 class ModelError(SegrlError):
     """A saved model that is missing, incomplete or from an incompatible version."""
+
+
+class DataWarning(UserWarning):
+    """An input that can be used but is likely a mistake (a corpus of a handful of sentences); the
+    command line prints it as one line."""

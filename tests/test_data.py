@@ -124,6 +124,21 @@ def test_absurdly_long_line(tmp_path, monkeypatch):
         load_corpus(DataConfig(corpus=str(path)))
 
 
+def test_a_corpus_of_a_few_sentences_trains_with_a_warning(tmp_path, capsys):
+    from segrl.cli import main
+    from segrl.errors import DataWarning
+
+    path = tmp_path / "tiny.txt"
+    path.write_text("One cat.\nTwo dogs.\nRed fox.\n", encoding="utf-8")
+    with pytest.warns(DataWarning, match=r"tiny\.txt: only 1 training sentences \(and 1 valid"):
+        corpus = load_corpus(DataConfig(corpus=str(path), min_char_count=1))
+    assert len(corpus.train) == 1
+    assert main(["data", "--corpus", str(path), "--min-char-count", "1"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("segrl: warning: ") and "only 1 training sentences" in err
+    assert len(err.splitlines()) == 1
+
+
 def test_vocab_round_trip(tmp_path):
     vocab = CharVocab.from_texts(["abba", "cab"], PLACEHOLDER)
     assert vocab.symbols[:4] == ["<pad>", "<bos>", "<eos>", PLACEHOLDER]

@@ -12,9 +12,10 @@ import errno
 import importlib
 import os
 import sys
+import warnings
 
 from segrl import __version__
-from segrl.errors import SegrlError
+from segrl.errors import DataWarning, SegrlError
 
 COMMAND_MODULES = (
     "segrl.cli.data",
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args) or 0
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args) or 0
     except SegrlError as e:
         print(f"segrl: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -63,6 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout fails no more
         return 0
+
+
+_show_other_warning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """segrl's own warnings as one line on stderr; any other as Python shows it."""
+    if issubclass(category, DataWarning):
+        print(f"segrl: warning: {message}", file=sys.stderr)
+    else:
+        _show_other_warning(message, category, filename, lineno, file, line)
 
 
 if __name__ == "__main__":

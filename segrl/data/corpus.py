@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 import re
+import warnings
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -31,7 +32,7 @@ from segrl.data.wordlists import (
     read_word_counts,
     wordfreq_counts,
 )
-from segrl.errors import DataError
+from segrl.errors import DataError, DataWarning
 
 PLACEHOLDER = "\ufffd"
 """Stands for every character seen fewer than ``min_char_count`` times (and for unseen ones later)."""
@@ -164,6 +165,15 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
     )
     vocab = CharVocab.from_texts(train, settings.placeholder)
     _check_not_all_placeholder(train, settings, source, form)
+    if len(train) < MIN_TRAIN_TEXTS:
+        what = "sentences" if form == "text" else "words"
+        warnings.warn(
+            DataWarning(
+                f"{source}: only {len(train)} training {what} (and {len(valid)} valid, {len(test)} "
+                f"test); a segmenter learns little from so few: give a larger corpus"
+            ),
+            stacklevel=2,
+        )
     return Corpus(
         train=train,
         valid=valid,
@@ -188,6 +198,8 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
 
 
 MAX_PLACEHOLDER_FRACTION = 0.5
+MIN_TRAIN_TEXTS = 10
+"""Fewer training sentences (or words) than this is a ``DataWarning``: likely not what was meant."""
 
 
 def _check_not_all_placeholder(
