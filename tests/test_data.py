@@ -11,7 +11,7 @@ from segrl.data.corpus import (
     split_into_sentences,
     split_sentences,
 )
-from segrl.errors import DataError, ModelError
+from segrl.errors import DataError, DataWarning, ModelError
 
 
 def lines(*texts):
@@ -76,9 +76,9 @@ def test_load_corpus_reads_folders_and_gzip(tmp_path):
     with gzip.open(folder / "b.txt.gz", "wt") as f:
         f.write("Second file here .\n")
     (folder / ".hidden").write_text("Never read .\n")
-    corpus = load_corpus(
-        DataConfig(corpus=str(folder), min_char_count=1, valid_fraction=0, test_fraction=0)
-    )
+    config = DataConfig(corpus=str(folder), min_char_count=1, valid_fraction=0, test_fraction=0)
+    with pytest.warns(DataWarning, match="only 2 training sentences"):
+        corpus = load_corpus(config)
     assert sorted(corpus.train) == ["first file here .", "second file here ."]
 
 
@@ -126,7 +126,6 @@ def test_absurdly_long_line(tmp_path, monkeypatch):
 
 def test_a_corpus_of_a_few_sentences_trains_with_a_warning(tmp_path, capsys):
     from segrl.cli import main
-    from segrl.errors import DataWarning
 
     path = tmp_path / "tiny.txt"
     path.write_text("One cat.\nTwo dogs.\nRed fox.\n", encoding="utf-8")

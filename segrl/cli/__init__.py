@@ -54,11 +54,6 @@ def main(argv: list[str] | None = None) -> int:
     except SegrlError as e:
         print(f"segrl: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except OSError as e:
-        if e.errno != errno.ENAMETOOLONG:
-            raise
-        print(f"segrl: error: {e.filename}: {_NAME_TOO_LONG}", file=sys.stderr)
-        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("segrl: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -66,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout fails no more
         return 0
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        print(f"segrl: error: {e.filename}: {_NAME_TOO_LONG}", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
 _show_other_warning = warnings.showwarning
