@@ -74,6 +74,27 @@ def test_agent_segmenter_spells_random_unicode(corpus):
         assert "".join(segments) == sentence, repr(sentence)
 
 
+def test_a_transformer_agent_segments_sentences_longer_than_its_positions(corpus):
+    from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+    from segrl.agents.segmenter import AgentSegmenter, separator_id, split_long
+
+    assert split_long("ab cd ef", 5) == [("ab cd", True), ("ef", False)]
+    assert split_long("abcdefgh", 3) == [("abc", False), ("def", False), ("gh", False)]
+    assert split_long("ab", None) == [("ab", False)]
+    for context in ("word", "text"):
+        config = SegmenterConfig(kind="transformer", hidden_dim=16, context=context)
+        policy = SegmenterPolicy(len(corpus.vocab), 2, 16, config, separator_id(corpus.vocab))
+        segmenter = AgentSegmenter(policy, corpus.vocab)
+        sentences = ["walked " * 9, "x" * 40, "the " + "y" * 30 + " end", "short"]
+        found = segmenter.segment_sentences(sentences)
+        for sentence, segments in zip(sentences, found, strict=True):
+            assert "".join(segments) == sentence and "" not in segments, repr(sentence)
+        # a long sentence is its pieces, segmented on their own, with the spaces between
+        pieces = ["the", "y" * 16, "y" * 14, "end"]
+        alone = segmenter.segment_sentences(pieces)
+        assert found[2] == [*alone[0], " ", *alone[1], *alone[2], " ", *alone[3]]
+
+
 def test_lm_segmenter_spells_random_unicode(corpus, one_thread):
     from segrl.lm import LMConfig, build_lm
     from segrl.lm.segmenter import LMSegmenter

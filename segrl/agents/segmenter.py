@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+from segrl.agents.policies import SegmenterConfig, SegmenterPolicy, TransformerEncoder
 from segrl.checkpoint import load_tensor_file, load_weights
 from segrl.config import build_config
 from segrl.data import CharVocab
@@ -48,6 +48,22 @@ def pad_positions(values: torch.Tensor, positions: int) -> torch.Tensor:
 def separator_id(vocab: CharVocab) -> int | None:
     """The id of the space (the word separator) in ``vocab``, or None."""
     return vocab.encode(" ")[0] if " " in vocab else None
+
+
+def split_long(text: str, limit: int | None) -> list[tuple[str, bool]]:
+    """``text`` as pieces of at most ``limit`` characters (all of it where ``limit`` is None), each
+    with whether a space (left out of the pieces) follows it: cut at the last space that keeps a
+    piece within the limit, else after ``limit`` characters."""
+    pieces = []
+    while limit is not None and len(text) > limit:
+        cut = text.rfind(" ", 1, limit + 1)
+        if cut > 0:
+            pieces.append((text[:cut], True))
+            text = text[cut + 1 :]
+        else:
+            pieces.append((text[:limit], False))
+            text = text[limit:]
+    return [*pieces, (text, False)]
 
 
 class AgentSegmenter:
@@ -92,16 +108,30 @@ class AgentSegmenter:
     def segment_sentences(self, sentences: Sequence[str]) -> list[list[str]]:
         """Segmentations of ``sentences`` (each a list of non-empty segments that spell the
         sentence, spaces included; none for an empty sentence), decided greedily in length-sorted
-        batches."""
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        out: list[list[str]] = [[] for _ in sentences]
+        batches. A Transformer policy takes texts of up to ``max_len`` characters: a longer
+        sentence is segmented in pieces cut at spaces (a longer word, every ``max_len``)."""
+        limit = self.policy.max_len if isinstance(self.policy.encoder, TransformerEncoder) else None
+        pieces = [split_long(s, limit) for s in sentences]
+        flat = [piece for parts in pieces for piece, _space in parts]
+        found = iter(self._segment_texts(flat))
+        out = []
+        for parts in pieces:
+            segments: list[str] = []
+            for _piece, space in parts:
+                segments += next(found) + ([" "] if space else [])
+            out.append(segments)
+        return out
+
+    def _segment_texts(self, texts: Sequence[str]) -> list[list[str]]:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[list[str]] = [[] for _ in texts]
         for start in range(0, len(order), EVAL_BATCH):
             rows = order[start : start + EVAL_BATCH]
-            batch = self.decide_sentences([sentences[i] for i in rows])
+            batch = self.decide_sentences([texts[i] for i in rows])
             for k, i in enumerate(rows):
                 segments = batch.segments(k)
                 if self.hide_spaces:
-                    segments = with_spaces(sentences[i], segments)
+                    segments = with_spaces(texts[i], segments)
                 out[i] = [s for s in segments if s]
         return out
 
