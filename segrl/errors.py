@@ -29,3 +29,8 @@ class ModelError(SegrlError):
 class WriteError(SegrlError):
     """A file that could not be written mid-run (a full disk, a read-only folder): the message names
     it, the cause and what was kept to resume from."""
+
+
+class DataWarning(UserWarning):
+    """An input that can be used but is likely a mistake (a corpus of a handful of sentences); the
+    command line prints it as one line."""

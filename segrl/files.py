@@ -55,8 +55,11 @@ def check_writable_folder(path: str | Path, option: str) -> Path:
 
 
 def folder_problem(path: str | Path) -> str | None:
-    """Why ``path`` can be neither written as a folder nor created as one (None: it can): its nearest
-    existing parent is a file, or not writable."""
+    """Why ``path`` can be neither written as a folder nor created as one (None: it can): a name in
+    it is too long, its nearest existing parent is a file, or not writable."""
+    name_max = os.pathconf("/", "PC_NAME_MAX")
+    if any(len(os.fsencode(part)) > name_max for part in Path(path).parts):
+        return f"a name in it is longer than the file system allows ({name_max} bytes)"
     existing = Path(path)
     while not existing.exists():
         if existing.parent == existing:

@@ -69,16 +69,23 @@ def read_predictions(
 ) -> Iterator[tuple[str, list[str]]]:
     """``(word, morphs)`` for every line of a predictions file in one of ``OUTPUT_FORMATS`` (``auto``:
     ``sigmorphon`` if the lines have a tab, else ``morfessor``); a sentence-level SIGMORPHON line
-    gives one entry per word. A line whose morphs do not spell its word is a ``DataError``."""
+    gives one entry per word. In the ``morfessor`` format a number first on the line is a count
+    (Morfessor's own segmentation files) only where every such line starts with one: a file of
+    words reads ``1990 s`` as the word ``1990s``. A line whose morphs do not spell its word is a
+    ``DataError``."""
     if fmt not in PREDICTION_FORMATS:
         raise DataError(
             f"unknown predictions format {fmt!r}; choose one of: {', '.join(PREDICTION_FORMATS)}"
         )
+    rows = []  # (file, number, text, format)
     for file, number, line in lines:
         text = line.rstrip("\r\n")
-        if not text.strip() or text.startswith("#"):
-            continue
-        kind = fmt if fmt != "auto" else ("sigmorphon" if "\t" in text else "morfessor")
+        if text.strip() and not text.startswith("#"):
+            kind = fmt if fmt != "auto" else ("sigmorphon" if "\t" in text else "morfessor")
+            rows.append((file, number, text, kind))
+    morfessor_lines = [text for _, _, text, kind in rows if kind == "morfessor"]
+    first = 1 if all(_COUNT_FIRST.match(text.strip()) for text in morfessor_lines) else 0
+    for file, number, text, kind in rows:
         if kind == "sigmorphon":
             columns = text.split("\t")
             if len(columns) < 2:
@@ -89,9 +96,7 @@ def read_predictions(
             yield from _sigmorphon_words(columns[0].strip(), columns[1], file, number)
         elif kind == "morfessor":
             tokens = text.split()
-            if _COUNT_FIRST.match(text.strip()) and len(tokens) > 1:
-                tokens = tokens[1:]  # Morfessor's segmentation files put the count first
-            yield "".join(tokens), tokens
+            yield "".join(tokens[first:]), tokens[first:]
         else:
             for word in text.split():
                 morphs = [m for m in word.split(separator) if m]

@@ -22,6 +22,11 @@ at whitespace; their segments have each space between two words as a segment of 
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import os
+import stat
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,12 @@ KINDS = ("classic", "agent", "slm", "units")
 """What a saved segmenter can be: a classic segmenter (Morfessor, BPE, unigram, trivial), an RL
 agent's policy, a segmental LM (Viterbi), a unit model (segments read off its attention)."""
 _URI_SCHEMES = ("runs:", "models:", "mlflow-artifacts:", "s3:", "gs:", "wasbs:", "dbfs:", "file:")
+_URI_CLIENTS = {
+    "s3": "boto3 (pip install boto3)",
+    "gs": "google-cloud-storage (pip install google-cloud-storage)",
+    "wasbs": "the Azure client (pip install azure-storage-blob azure-identity)",
+}
+"""The packages MLflow reads a cloud store's URIs with, by scheme."""
 
 
 @dataclass
@@ -45,12 +56,13 @@ class LoadedSegmenter:
     """The local folder it was loaded from."""
     _words: Callable[[list[str]], list[list[str]]]
     _sentences: Callable[[list[str]], list[list[str]]] | None = None
+    _download: tempfile.TemporaryDirectory | None = None
+    """Where an MLflow URI was downloaded to; removed with the segmenter (or at exit)."""
 
     def segment_words(self, words: Sequence[str]) -> list[list[str]]:
         """Each word's segments (they spell the word; an empty word has none)."""
         words = list(words)
-        lowered = [w.lower() for w in words]
-        found = self._words([w for w in lowered if w])
+        found = self._words([w.lower() for w in words if w])
         it = iter(found)
         return [_cut_like(w, next(it)) if w else [] for w in words]
 
@@ -59,8 +71,7 @@ class LoadedSegmenter:
         sentence is taken with its whitespace collapsed to single spaces."""
         texts = [" ".join(s.split()) for s in sentences]
         if self._sentences is not None:
-            lowered = [t.lower() for t in texts]
-            found = self._sentences(lowered)
+            found = self._sentences([t.lower() for t in texts])
             return [_cut_like(t, segs) for t, segs in zip(texts, found, strict=True)]
         per_word = self.segment_words([w for t in texts for w in t.split(" ") if w])
         it = iter(per_word)
@@ -76,42 +87,76 @@ class LoadedSegmenter:
 
 
 def _cut_like(original: str, segments: list[str]) -> list[str]:
-    """``segments`` of the lower-cased ``original`` cut from ``original`` itself (where lower-casing
-    kept its length; otherwise the segments as they are)."""
-    if "".join(segments) == original or len(original.lower()) != len(original):
+    """``segments`` of ``original.lower()`` cut from ``original`` itself, position by position. A
+    character whose lower case is longer (``İ`` -> ``i̇``) goes whole into the segment where its
+    lower case begins. Segments that do not spell ``original.lower()`` are returned as they are."""
+    if "".join(segments) != original.lower():
         return segments
+    # where each character's lower case begins in original.lower()
+    starts = list(itertools.accumulate((len(c.lower()) for c in original[:-1]), initial=0))
     out, at = [], 0
-    for segment in segments:
-        out.append(original[at : at + len(segment)])
-        at += len(segment)
-    return out if at == len(original) else segments
+    for cut in itertools.accumulate(len(s) for s in segments):
+        end = bisect.bisect_left(starts, cut)
+        if end > at:
+            out.append(original[at:end])
+            at = end
+    return out
 
 
 def load_segmenter(source: str | Path, device: str = "cpu") -> LoadedSegmenter:
-    """The segmenter at ``source`` (see the module docstring), ready to segment."""
-    folder = resolve_source(source)
+    """The segmenter at ``source`` (see the module docstring), ready to segment. An MLflow URI is
+    downloaded into a temporary folder that goes when the segmenter does."""
+    download = tempfile.TemporaryDirectory(prefix="segrl-model-") if _is_uri(source) else None
+    folder = resolve_source(source, Path(download.name) if download else None)
     kind, folder = segmenter_folder(folder)
-    return _LOADERS[kind](folder, device)
+    loaded = _LOADERS[kind](folder, device)
+    loaded._download = download
+    return loaded
 
 
-def resolve_source(source: str | Path) -> Path:
-    """A local folder for ``source``: the folder itself, or the MLflow artifact downloaded."""
-    text = str(source)
-    if text.startswith(_URI_SCHEMES) and not Path(text).exists():
-        from segrl.tracking.store import download_artifacts
-
-        if text.startswith("runs:/") and text.rstrip("/").count("/") == 1:
-            text = f"{text.rstrip('/')}/{MODEL_ARTIFACT}"
-        return download_artifacts(text)
+def resolve_source(source: str | Path, download_into: Path | None = None) -> Path:
+    """A local folder for ``source``: the folder itself, or the MLflow artifact downloaded (into
+    ``download_into`` where given, else into the system's temporary folder)."""
+    if _is_uri(source):
+        return _download(str(source), download_into)
     folder = Path(source)
-    if not folder.exists():
+    try:
+        is_dir = stat.S_ISDIR(folder.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
         raise ModelError(
-            f"{folder}: no such folder; give a folder a segrl job wrote, or an MLflow URI "
+            f"{source}: no such folder; give a folder a segrl job wrote, or an MLflow URI "
             "(runs:/RUN_ID/model, models:/NAME/VERSION)"
-        )
-    if not folder.is_dir():
+        ) from None
+    except OSError as e:
+        raise ModelError(f"{source}: cannot open it ({e.strerror}); give another path") from None
+    if not is_dir:
         raise ModelError(f"{folder}: a file, not a segmenter folder")
     return folder
+
+
+def _is_uri(source: str | Path) -> bool:
+    return str(source).startswith(_URI_SCHEMES) and not os.path.exists(source)
+
+
+def _download(uri: str, into: Path | None) -> Path:
+    """The MLflow artifact at ``uri``, downloaded (MLflow's temporary folders made in ``into``)."""
+    from segrl.tracking.store import download_artifacts
+
+    if uri.startswith("runs:/") and uri.rstrip("/").count("/") == 1:
+        uri = f"{uri.rstrip('/')}/{MODEL_ARTIFACT}"
+    system_temp = tempfile.tempdir
+    tempfile.tempdir = str(into) if into else system_temp
+    try:
+        return download_artifacts(uri)
+    except ImportError as e:  # the scheme's client (boto3, google-cloud-storage, ...) is missing
+        scheme = uri.partition(":")[0]
+        client = _URI_CLIENTS.get(scheme, f"the package that provides {e.name}")
+        raise ModelError(
+            f"{uri}: reading {scheme}: URIs needs {client}, which is not installed (no module "
+            f"{e.name!r}); install it, or download the model and give its folder"
+        ) from None
+    finally:
+        tempfile.tempdir = system_temp
 
 
 def segmenter_folder(folder: Path) -> tuple[str, Path]:

@@ -3,8 +3,10 @@ evaluate``, and a ``segrl compare`` that keeps every run and never mixes corpora
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
+import tempfile
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -62,6 +64,16 @@ def test_a_baseline_run_is_an_mlflow_model_round_trip(
     assert model.predict(["the cat"]) == [["t", "h", "e", " ", "c", "a", "t"]]
     assert mlflow.pyfunc.load_model("models:/chars/1").predict(["ab"]) == [["a", "b"]]
     assert load_segmenter(f"runs:/{run_id}").segment_words(["ox"]) == [["o", "x"]]
+    # the downloaded copy lives as long as the segmenter, in one folder of the temporary folder
+    temp = mlflow_store / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    loaded = load_segmenter(uri)
+    (copy,) = temp.iterdir()
+    assert loaded.folder.is_relative_to(copy) and (loaded.folder / "segmenter.json").exists()
+    del loaded
+    gc.collect()
+    assert list(temp.iterdir()) == []
     capsys.readouterr()
 
     _stdin(monkeypatch, "walked\nTalks\n")
@@ -85,6 +97,11 @@ def test_a_baseline_run_is_an_mlflow_model_round_trip(
     _stdin(monkeypatch, "ab\n")
     assert main(["segment", "--model", uri, "--format", "separator", "--separator", "+"]) == 0
     assert capsys.readouterr().out == "a+b\n"
+
+
+def test_load_segmenter_refuses_a_name_too_long(tmp_path):
+    with pytest.raises(ModelError, match="cannot open it .File name too long"):
+        load_segmenter(tmp_path / ("a" * 300))
 
 
 def test_segment_refuses_bad_input_in_one_line(mlflow_store, monkeypatch, capsys):
@@ -152,6 +169,14 @@ def test_predictions_formats_read_back_what_segment_writes():
     assert list(read_predictions([("p", 1, "un-do ne")], "separator", "-")) == [
         ("undo", ["un", "do"]),
         ("ne", ["ne"]),
+    ]
+    # a number first is a count only where every line has one (Morfessor's segmentation files)
+    words = [("p", 1, "1990 s"), ("p", 2, "walk ed")]
+    assert list(read_predictions(words)) == [("1990s", ["1990", "s"]), ("walked", ["walk", "ed"])]
+    counts = [("p", 1, "7 1990 s\n"), ("p", 2, "2 walk ed\n")]
+    assert list(read_predictions(counts, "morfessor")) == [
+        ("1990s", ["1990", "s"]),
+        ("walked", ["walk", "ed"]),
     ]
     with pytest.raises(DataError, match="p:1: the morphs 'walk e' do not spell 'walked'"):
         list(read_predictions([("p", 1, "walked\twalk @@e")]))

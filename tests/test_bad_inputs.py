@@ -4,6 +4,7 @@ what to do (exit code 2), before anything is trained, and leaves no run folder a
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import os
 import random
 import sqlite3
@@ -120,6 +121,51 @@ def _classic_with(name: str, content: bytes) -> Callable[[Path], Path]:
     return make
 
 
+def _agent_meta_with(key: str, value: object) -> Callable[[Path], Path]:
+    """A saved agent segmenter whose ``agent_segmenter.json`` has ``key`` edited to ``value``."""
+
+    def make(folder: Path) -> Path:
+        import json
+
+        saved = _saved_agent(folder)
+        meta = json.loads((saved / "agent_segmenter.json").read_text(encoding="utf-8"))
+        (saved / "agent_segmenter.json").write_text(json.dumps({**meta, key: value}))
+        return saved
+
+    return make
+
+
+def _classic_described(meta: dict) -> Callable[[Path], Path]:
+    """A folder whose ``segmenter.json`` is ``meta``."""
+
+    def make(folder: Path) -> Path:
+        import json
+
+        saved = folder / "classic"
+        saved.mkdir()
+        (saved / "segmenter.json").write_text(json.dumps(meta), encoding="utf-8")
+        return saved
+
+    return make
+
+
+def _units_config_edited(old: str, new: str) -> Callable[[Path], Path]:
+    """A saved unit model whose ``config.toml`` has ``old`` replaced by ``new``."""
+
+    def make(folder: Path) -> Path:
+        saved = _units_without_config(folder)  # then written again, edited
+        from segrl.config import save_config
+        from segrl.units.config import build_units_config
+
+        save_config(build_units_config("transformer"), saved / "config.toml")
+        text = (saved / "config.toml").read_text(encoding="utf-8")
+        assert old in text
+        (saved / "config.toml").write_text(text.replace(old, new, 1), encoding="utf-8")
+        return saved
+
+    return make
+
+
 def _classic_with_counts_input(folder: Path) -> Path:
     """A Morfessor segmenter's folder with ``in.txt`` beside its files: a counts list whose second
     line is not ``count word``."""
@@ -139,6 +185,11 @@ def _units_without_config(folder: Path) -> Path:
     saved = save_unit_model(folder / "units", build_model(config, len(vocab)), vocab, config)
     (saved / "config.toml").unlink()
     return saved
+
+
+def _too_long(folder: Path) -> Path:
+    """A path with a name longer than any file system allows."""
+    return folder / ("a" * 300)
 
 
 SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
@@ -282,6 +333,73 @@ CASES = [
         "without the config.toml",
     ),
     (
+        "agent-max-len-wrong-type",
+        ["segment", "--model", "{f}"],
+        _agent_meta_with("max_len", "long"),
+        "agent_segmenter.json: max_len must be int, got 'long'",
+    ),
+    (
+        "agent-separator-not-in-vocab",
+        ["segment", "--model", "{f}"],
+        _agent_meta_with("separator_id", 99),
+        "agent_segmenter.json: separator_id 99 is not an id of vocab.json",
+    ),
+    (
+        "classic-method-unknown",
+        ["segment", "--model", "{f}"],
+        _classic_described({"method": "bogus"}),
+        "segmenter.json: a 'bogus' segmenter, which this segrl does not know",
+    ),
+    (
+        "classic-options-wrong",
+        ["segment", "--model", "{f}"],
+        _classic_described({"method": "sentencepiece", "options": {"model_type": "x"}}),
+        "segmenter.json: options that make no sentencepiece segmenter",
+    ),
+    (
+        "units-config-wrong-type",
+        ["segment", "--model", "{f}"],
+        _units_config_edited("max_len = 256", 'max_len = "long"'),
+        "config.toml: arch.max_len must be int, got 'long'",
+    ),
+    (
+        "units-config-out-of-range",
+        ["segment", "--model", "{f}"],
+        _units_config_edited("heads = 1", "heads = 3"),
+        "config.toml: options that build no transformer model",
+    ),
+    (
+        "units-config-eval-batch",
+        ["segment", "--model", "{f}"],
+        _units_config_edited("batch_size = 128", "batch_size = 0"),
+        "config.toml: eval.batch_size must be at least 1",
+    ),
+    (
+        "vocab-size-below-characters",
+        ["baseline", "--method", "bpe", "--vocab-size", "2", "--corpus", "{corpus}", *SMALL],
+        None,
+        "--vocab-size 2 is too small for bpe on this corpus",
+    ),
+    (
+        "model-uri-without-client",
+        ["segment", "--model", "s3://bucket/model"],
+        None,
+        "s3://bucket/model: reading s3: URIs needs boto3",
+        pytest.mark.skipif(
+            importlib.util.find_spec("botocore") is not None, reason="the s3 client is installed"
+        ),
+    ),
+    ("segment-name-too-long", ["segment", "--model", "{f}"], _too_long, "cannot open it"),
+    ("data-name-too-long", ["data", "--corpus", "{f}"], _too_long, "longer than the file"),
+    (
+        "evaluate-name-too-long",
+        ["evaluate", "--predictions", "{f}"],
+        _too_long,
+        "longer than the file system allows",
+    ),
+    ("train-out-name-too-long", ["train", "--out", "{f}/run"], _too_long, "--out"),
+    ("segment-threads", ["segment", "--model", "m", "--threads", "0"], None, "--threads"),
+    (
         "store-read-only",
         ["baseline", "--method", "characters", "--corpus", "{corpus}", *SMALL],
         _read_only_store,
@@ -366,3 +484,20 @@ def test_unwritable_run_folder_mid_run_names_the_file(tmp_path):
     run.path.write_text("not a folder")
     with pytest.raises(WriteError, match=r"checkpoint\.pt: cannot write the checkpoint of step 2"):
         run.save(step=2, weights=[2.0])
+
+
+def test_a_stdin_line_over_the_limit_is_refused(corpus, monkeypatch, capsys, tmp_path):
+    """stdin has the line limit of a file (a 1 MB word would keep a segmenter busy for minutes)."""
+    import io
+
+    from segrl.baselines.trivial import CharacterSegmenter
+
+    monkeypatch.setattr("segrl.data.corpus.MAX_LINE_CHARS", 50)
+    folder = CharacterSegmenter().train(corpus).save(tmp_path / "chars")
+    stdin = io.BytesIO(b"short\n" + b"y" * 60 + b"\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    assert main(["segment", "--model", str(folder), "--quiet"]) == EXIT_USER_ERROR
+    captured = capsys.readouterr()
+    assert captured.err.startswith("segrl: error: <stdin>:2: line longer than 50 characters")
+    assert len(captured.err.splitlines()) == 1
+    assert captured.out == ""

@@ -11,7 +11,7 @@ from segrl.data.corpus import (
     split_into_sentences,
     split_sentences,
 )
-from segrl.errors import DataError, ModelError
+from segrl.errors import DataError, DataWarning, ModelError
 
 
 def lines(*texts):
@@ -76,9 +76,9 @@ def test_load_corpus_reads_folders_and_gzip(tmp_path):
     with gzip.open(folder / "b.txt.gz", "wt") as f:
         f.write("Second file here .\n")
     (folder / ".hidden").write_text("Never read .\n")
-    corpus = load_corpus(
-        DataConfig(corpus=str(folder), min_char_count=1, valid_fraction=0, test_fraction=0)
-    )
+    config = DataConfig(corpus=str(folder), min_char_count=1, valid_fraction=0, test_fraction=0)
+    with pytest.warns(DataWarning, match="only 2 training sentences"):
+        corpus = load_corpus(config)
     assert sorted(corpus.train) == ["first file here .", "second file here ."]
 
 
@@ -122,6 +122,20 @@ def test_absurdly_long_line(tmp_path, monkeypatch):
     path.write_text("short .\n" + "y" * 60 + "\n")
     with pytest.raises(DataError, match=r"blob\.txt:2: line longer than"):
         load_corpus(DataConfig(corpus=str(path)))
+
+
+def test_a_corpus_of_a_few_sentences_trains_with_a_warning(tmp_path, capsys):
+    from segrl.cli import main
+
+    path = tmp_path / "tiny.txt"
+    path.write_text("One cat.\nTwo dogs.\nRed fox.\n", encoding="utf-8")
+    with pytest.warns(DataWarning, match=r"tiny\.txt: only 1 training sentences \(and 1 valid"):
+        corpus = load_corpus(DataConfig(corpus=str(path), min_char_count=1))
+    assert len(corpus.train) == 1
+    assert main(["data", "--corpus", str(path), "--min-char-count", "1"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("segrl: warning: ") and "only 1 training sentences" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_vocab_round_trip(tmp_path):

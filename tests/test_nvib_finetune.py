@@ -241,6 +241,20 @@ def test_finetune_config_keeps_the_trained_models_options(tmp_path, small_corpus
         finetune_config(tmp_path / "none", "nvib")
 
 
+@pytest.mark.parametrize("model", ["transformer", "seqreduce", "nvib"])
+def test_nvib_from_a_shallow_encoder_takes_as_many_nvib_layers_as_it_has(tmp_path, vocab, model):
+    changes = {"arch.encoder_layers": 2}
+    if model == "nvib":
+        changes["arch.nvib_layers"] = 1
+    config = build_units_config(model, None, changes)
+    from segrl.units.saving import build_model
+
+    folder = save_unit_model(tmp_path / model, build_model(config, len(vocab)), vocab, config)
+    finetuned = finetune_config(folder, "nvib")
+    assert finetuned.arch.encoder_layers == 2
+    assert finetuned.arch.nvib_layers == (1 if model == "nvib" else 2)  # NVIB keeps its own
+
+
 def test_the_control_fine_tunes_the_transformer_itself(tmp_path, small_corpus_file):
     """``--model transformer`` from a Transformer: the same further training without NVIB."""
     folder, _ = saved_transformer(tmp_path, small_corpus_file)

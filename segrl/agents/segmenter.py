@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+from segrl.agents.policies import SegmenterConfig, SegmenterPolicy, TransformerEncoder
 from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
+from segrl.config import build_config
 from segrl.data import CharVocab
-from segrl.errors import ModelError
+from segrl.errors import ConfigError, ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
 from segrl.files import atomic_folder
 from segrl.model_files import AGENT_META_FILE
@@ -46,6 +48,22 @@ def pad_positions(values: torch.Tensor, positions: int) -> torch.Tensor:
 def separator_id(vocab: CharVocab) -> int | None:
     """The id of the space (the word separator) in ``vocab``, or None."""
     return vocab.encode(" ")[0] if " " in vocab else None
+
+
+def split_long(text: str, limit: int | None) -> list[tuple[str, bool]]:
+    """``text`` as pieces of at most ``limit`` characters (all of it where ``limit`` is None), each
+    with whether a space (left out of the pieces) follows it: cut at the last space that keeps a
+    piece within the limit, else after ``limit`` characters."""
+    pieces = []
+    while limit is not None and len(text) > limit:
+        cut = text.rfind(" ", 1, limit + 1)
+        if cut > 0:
+            pieces.append((text[:cut], True))
+            text = text[cut + 1 :]
+        else:
+            pieces.append((text[:limit], False))
+            text = text[limit:]
+    return [*pieces, (text, False)]
 
 
 class AgentSegmenter:
@@ -88,16 +106,33 @@ class AgentSegmenter:
         return self.decide(batch)
 
     def segment_sentences(self, sentences: Sequence[str]) -> list[list[str]]:
-        """Segmentations of ``sentences`` (each a list of segments that spell the sentence, spaces
-        included), decided greedily in length-sorted batches."""
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        out: list[list[str]] = [[] for _ in sentences]
+        """Segmentations of ``sentences`` (each a list of non-empty segments that spell the
+        sentence, spaces included; none for an empty sentence), decided greedily in length-sorted
+        batches. A Transformer policy takes texts of up to ``max_len`` characters: a longer
+        sentence is segmented in pieces cut at spaces (a longer word, every ``max_len``)."""
+        limit = self.policy.max_len if isinstance(self.policy.encoder, TransformerEncoder) else None
+        pieces = [split_long(s, limit) for s in sentences]
+        flat = [piece for parts in pieces for piece, _space in parts]
+        found = iter(self._segment_texts(flat))
+        out = []
+        for parts in pieces:
+            segments: list[str] = []
+            for _piece, space in parts:
+                segments += next(found) + ([" "] if space else [])
+            out.append(segments)
+        return out
+
+    def _segment_texts(self, texts: Sequence[str]) -> list[list[str]]:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[list[str]] = [[] for _ in texts]
         for start in range(0, len(order), EVAL_BATCH):
             rows = order[start : start + EVAL_BATCH]
-            batch = self.decide_sentences([sentences[i] for i in rows])
+            batch = self.decide_sentences([texts[i] for i in rows])
             for k, i in enumerate(rows):
                 segments = batch.segments(k)
-                out[i] = with_spaces(sentences[i], segments) if self.hide_spaces else segments
+                if self.hide_spaces:
+                    segments = with_spaces(texts[i], segments)
+                out[i] = [s for s in segments if s]
         return out
 
     def save(self, path: str | Path) -> Path:
@@ -119,31 +154,59 @@ class AgentSegmenter:
     def load(cls, path: str | Path, device: torch.device | str = "cpu") -> AgentSegmenter:
         """Load a segmenter saved by ``save``."""
         path = Path(path)
-        meta_file = path / META_FILE
-        try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
-            config = SegmenterConfig(**meta["segmenter"])
-            n_actions, max_len, separator_id = (
-                meta["n_actions"],
-                meta["max_len"],
-                meta["separator_id"],
-            )
-            hide_spaces = meta["hide_spaces"]
-        except FileNotFoundError:
-            raise ModelError(
-                f"{path}: no saved agent segmenter here ({META_FILE} missing)"
-            ) from None
-        except KeyError as e:
-            raise ModelError(f"{meta_file}: no {e} in it; was it written by segrl?") from None
-        except (ValueError, TypeError) as e:  # ValueError: not UTF-8, or not JSON
-            raise ModelError(
-                f"{meta_file}: damaged or not a segrl agent segmenter description ({e})"
-            ) from None
+        meta = _read_meta(path)
         vocab = CharVocab.load(path / VOCAB_FILE)
+        meta_file = path / META_FILE
+        if meta.separator_id is not None and not 0 <= meta.separator_id < len(vocab):
+            raise ModelError(
+                f"{meta_file}: separator_id {meta.separator_id} is not an id of {VOCAB_FILE} "
+                f"(0 to {len(vocab) - 1})"
+            )
         try:
-            policy = SegmenterPolicy(len(vocab), n_actions, max_len, config, separator_id)
-        except (ValueError, TypeError, RuntimeError) as e:  # options edited to the wrong type
+            policy = SegmenterPolicy(
+                len(vocab), meta.n_actions, meta.max_len, meta.segmenter, meta.separator_id
+            )
+        except (ConfigError, ValueError, TypeError, RuntimeError) as e:  # options edited by hand
             raise ModelError(f"{meta_file}: options that build no policy ({e})") from None
         state = load_tensor_file(path / POLICY_FILE, device, what="segmenter policy")
         load_weights(policy, state, path / POLICY_FILE, f"the policy {META_FILE} describes")
-        return cls(policy.to(device), vocab, hide_spaces, device)
+        return cls(policy.to(device), vocab, meta.hide_spaces, device)
+
+
+@dataclass
+class SavedAgent:
+    """What ``agent_segmenter.json`` holds beside the weights: the policy's shape and how it reads
+    spaces."""
+
+    segmenter: SegmenterConfig
+    n_actions: int
+    max_len: int
+    hide_spaces: bool
+    separator_id: int | None = None
+
+
+def _read_meta(path: Path) -> SavedAgent:
+    """The ``agent_segmenter.json`` of the saved segmenter at ``path``, each value of its type; a
+    ``ModelError`` naming the file and the value otherwise."""
+    meta_file = path / META_FILE
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        values = {f.name: meta[f.name] for f in fields(SavedAgent)}
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no saved agent segmenter here ({META_FILE} missing)") from None
+    except KeyError as e:
+        raise ModelError(f"{meta_file}: no {e} in it; was it written by segrl?") from None
+    except (ValueError, TypeError) as e:  # ValueError: not UTF-8, or not JSON
+        raise ModelError(
+            f"{meta_file}: damaged or not a segrl agent segmenter description ({e})"
+        ) from None
+    try:
+        saved = build_config(SavedAgent, overrides=values, overrides_from=str(meta_file))
+    except ConfigError as e:
+        raise ModelError(str(e)) from None
+    if saved.n_actions < 2 or saved.max_len < 1:
+        raise ModelError(
+            f"{meta_file}: n_actions must be at least 2 and max_len at least 1, got "
+            f"{saved.n_actions} and {saved.max_len}"
+        )
+    return saved

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from segrl.data.corpus import PLACEHOLDER, Corpus
-from segrl.errors import ModelError
+from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
 from segrl.model_files import CLASSIC_META_FILE as META_FILE
 
@@ -91,26 +92,34 @@ class Segmenter(ABC):
     def load(cls, path: str | Path) -> Segmenter:
         """Load a segmenter saved by ``save`` (of this class, or of any class when called on ``Segmenter``)."""
         path = Path(path)
+        meta_file = path / META_FILE
         try:
-            meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
             method = meta["method"]
         except FileNotFoundError:
             raise ModelError(f"{path}: no saved segmenter here ({META_FILE} missing)") from None
         except (ValueError, KeyError, TypeError) as e:  # ValueError: not UTF-8, or not JSON
-            raise ModelError(
-                f"{path / META_FILE}: not a segrl segmenter description ({e})"
-            ) from None
-        klass = Segmenter._classes.get(method)
+            raise ModelError(f"{meta_file}: not a segrl segmenter description ({e})") from None
+        klass = Segmenter._classes.get(method) if isinstance(method, str) else None
         if klass is None:
             raise ModelError(
-                f"{path}: a {method!r} segmenter, which this segrl does not know (it knows "
+                f"{meta_file}: a {method!r} segmenter, which this segrl does not know (it knows "
                 f"{', '.join(Segmenter._classes)})"
             )
         if cls is not Segmenter and not issubclass(klass, cls):
             raise ModelError(f"{path}: holds a {method} segmenter, not a {cls.method} one")
-        segmenter = klass(**meta.get("options", {}))
-        segmenter.alphabet = frozenset(meta.get("alphabet", []))
-        segmenter.placeholder = meta.get("placeholder", PLACEHOLDER)
+        try:
+            segmenter = klass(**meta.get("options", {}))
+            segmenter.alphabet = frozenset(_strings(meta.get("alphabet", []), "alphabet"))
+            segmenter.placeholder = meta.get("placeholder", PLACEHOLDER)
+            if not isinstance(segmenter.placeholder, str) or len(segmenter.placeholder) != 1:
+                raise ValueError(
+                    f"placeholder must be one character, got {segmenter.placeholder!r}"
+                )
+        except (TypeError, ValueError) as e:  # edited by hand: options of the wrong name or type
+            raise ModelError(
+                f"{meta_file}: options that make no {method} segmenter ({e})"
+            ) from None
         segmenter._load_files(path)
         segmenter.trained = True
         return segmenter
@@ -130,7 +139,28 @@ class Segmenter(ABC):
         pass
 
 
+def _strings(value: Any, name: str) -> list[str]:
+    """``value`` if it is a list of strings, else a ``TypeError`` naming ``name``."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{name} must be a list of strings, got {value!r}"[:200])
+    return value
+
+
 def strip_word_marker(pieces: list[str], marker: str = "\u2581") -> list[str]:
     """Drop the word-start marker that SentencePiece and youtokentome put on a word's first piece."""
     out = [p.replace(marker, "") for p in pieces]
     return [p for p in out if p]
+
+
+def check_vocab_size(vocab_size: int, texts: Iterable[str], reserved: int, method: str) -> None:
+    """Raise ``ConfigError`` unless ``vocab_size`` holds a piece for each character of ``texts``, the
+    word-start marker and the backend's ``reserved`` special pieces (SentencePiece and youtokentome
+    keep every character: with full coverage a smaller vocabulary fails inside them)."""
+    characters = {c for text in texts for c in text} - {" "}
+    needed = len(characters) + 1 + reserved
+    if vocab_size < needed:
+        raise ConfigError(
+            f"--vocab-size {vocab_size} is too small for {method} on this corpus: its "
+            f"{len(characters)} characters, the word marker and {reserved} special piece(s) need "
+            f"{needed}; give --vocab-size {needed} or more"
+        )

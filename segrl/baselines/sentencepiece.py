@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from segrl.baselines.base import Segmenter, strip_word_marker
+from segrl.baselines.base import Segmenter, check_vocab_size, strip_word_marker
 from segrl.data.corpus import Corpus
 from segrl.errors import ModelError
 
@@ -34,6 +34,8 @@ class SentencePieceSegmenter(Segmenter):
         self._processor: spm.SentencePieceProcessor | None = None
 
     def _train(self, corpus: Corpus) -> None:
+        texts = corpus.word_counts("train") if corpus.kind == "words" else corpus.train
+        check_vocab_size(self.options["vocab_size"], texts, 1, self.method)  # <unk>
         if corpus.kind == "words":
             with tempfile.TemporaryDirectory() as tmp:
                 words = Path(tmp) / "words.tsv"

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from segrl.baselines.base import Segmenter, strip_word_marker
+from segrl.baselines.base import Segmenter, check_vocab_size, strip_word_marker
 from segrl.data.corpus import Corpus
 from segrl.errors import ConfigError, ModelError
 
@@ -43,9 +43,11 @@ class YttmBPE(Segmenter):
     def _train(self, corpus: Corpus) -> None:
         import youtokentome as yttm
 
+        lines = _training_lines(corpus)
+        check_vocab_size(self.options["vocab_size"], lines, 4, self.method)  # pad, unk, bos, eos
         with tempfile.TemporaryDirectory() as tmp:
             data, model = Path(tmp) / "train.txt", Path(tmp) / MODEL_FILE
-            data.write_text("\n".join(_training_lines(corpus)) + "\n", encoding="utf-8")
+            data.write_text("\n".join(lines) + "\n", encoding="utf-8")
             with _quiet_native_output():
                 yttm.BPE.train(
                     data=str(data),

@@ -1,18 +1,21 @@
 """The ``segrl`` command. Thin: parses arguments, builds a config, calls library functions.
 
 Each subcommand group lives in its own module with a ``register(subparsers)`` function; a user error
-(``SegrlError``) is printed as one line on stderr with a non-zero exit code, never as a traceback.
+(``SegrlError``, or a path with a name longer than the file system allows) is printed as one line on
+stderr with a non-zero exit code, never as a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
+import warnings
 
 from segrl import __version__
-from segrl.errors import SegrlError
+from segrl.errors import DataWarning, SegrlError
 
 COMMAND_MODULES = (
     "segrl.cli.data",
@@ -26,6 +29,7 @@ COMMAND_MODULES = (
 )
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+_NAME_TOO_LONG = "a name in this path is longer than the file system allows; give a shorter path"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args) or 0
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args) or 0
     except SegrlError as e:
         print(f"segrl: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -55,6 +61,22 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout fails no more
         return 0
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        print(f"segrl: error: {e.filename}: {_NAME_TOO_LONG}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+_show_other_warning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """segrl's own warnings as one line on stderr; any other as Python shows it."""
+    if issubclass(category, DataWarning):
+        print(f"segrl: warning: {message}", file=sys.stderr)
+    else:
+        _show_other_warning(message, category, filename, lineno, file, line)
 
 
 if __name__ == "__main__":

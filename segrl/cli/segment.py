@@ -45,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--separator", default="-", help="the separator of --format separator")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads")
     parser.set_defaults(func=run_segment)
 
     evaluate = subparsers.add_parser(
@@ -76,17 +77,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def input_lines(path: str | None) -> Iterator[tuple[str, int, str]]:
-    """``(file, line number, text)`` of a file (``segrl.data.read_lines``) or of stdin."""
-    if path not in (None, "-"):
-        from segrl.data.corpus import read_lines
+    """``(file, line number, text)`` of a file or of stdin, checked alike (``segrl.data.read_lines``:
+    UTF-8, no line longer than its limit)."""
+    from segrl.data.corpus import read_lines, stream_lines
 
+    if path not in (None, "-"):
         yield from read_lines(path)
         return
-    for number, raw in enumerate(sys.stdin.buffer, start=1):
-        try:
-            yield STDIN, number, raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError:
-            raise DataError(f"{STDIN}:{number}: not UTF-8; give UTF-8 text") from None
+    yield from stream_lines(sys.stdin.buffer, STDIN)
 
 
 def detect_input_format(lines: Iterator) -> tuple[str, Iterator]:
@@ -105,6 +103,10 @@ def run_segment(args: argparse.Namespace) -> int:
 
     if not args.separator:
         raise DataError("--separator must not be empty")
+    if args.threads is not None:
+        from segrl.runtime import set_threads
+
+        set_threads(args.threads)
     segmenter = load_segmenter(args.model)
     lines = input_lines(args.file)
     fmt = args.input_format

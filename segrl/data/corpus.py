@@ -13,12 +13,14 @@ import hashlib
 import json
 import random
 import re
+import warnings
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import BinaryIO
 
 from segrl.config import CorpusFormat, DataConfig, check_choices
 from segrl.data.vocab import CharVocab
@@ -30,7 +32,7 @@ from segrl.data.wordlists import (
     read_word_counts,
     wordfreq_counts,
 )
-from segrl.errors import DataError
+from segrl.errors import DataError, DataWarning
 
 PLACEHOLDER = "\ufffd"
 """Stands for every character seen fewer than ``min_char_count`` times (and for unseen ones later)."""
@@ -163,6 +165,15 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
     )
     vocab = CharVocab.from_texts(train, settings.placeholder)
     _check_not_all_placeholder(train, settings, source, form)
+    if len(train) < MIN_TRAIN_TEXTS:
+        what = "sentences" if form == "text" else "words"
+        warnings.warn(
+            DataWarning(
+                f"{source}: only {len(train)} training {what} (and {len(valid)} valid, {len(test)} "
+                f"test); a segmenter learns little from so few: give a larger corpus"
+            ),
+            stacklevel=2,
+        )
     return Corpus(
         train=train,
         valid=valid,
@@ -187,6 +198,8 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
 
 
 MAX_PLACEHOLDER_FRACTION = 0.5
+MIN_TRAIN_TEXTS = 10
+"""Fewer training sentences (or words) than this is a ``DataWarning``: likely not what was meant."""
 
 
 def _check_not_all_placeholder(
@@ -360,12 +373,19 @@ def _read_file_lines(file: Path) -> Iterator[tuple[str, int, str]]:
     opener = gzip.open if file.suffix == ".gz" else open
     try:
         with opener(file, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                yield str(file), number, _decode_line(raw, file, number)
+            yield from stream_lines(f, str(file))
     except (OSError, EOFError, zlib.error) as e:
         raise DataError(
             f"{file}: cannot read ({e}); if it is a .gz file, it is damaged: compress it again"
         ) from None
+
+
+def stream_lines(stream: BinaryIO, name: str) -> Iterator[tuple[str, int, str]]:
+    """``(name, line number, text)`` for every line of a binary stream (a file, stdin), checked as
+    ``read_lines`` checks a file's; no line longer than the limit is read whole into memory."""
+    limit = MAX_LINE_CHARS * 4 + 1
+    for number, raw in enumerate(iter(lambda: stream.readline(limit), b""), start=1):
+        yield name, number, _decode_line(raw, name, number)
 
 
 def _decode_line(raw: bytes, file: Path | str, number: int) -> str:

@@ -145,6 +145,11 @@ class UnitModel(nn.Module, ABC):
     """Dotted options (``arch.*``, ``train.*``) that ``segrl units finetune`` sets for this model
     above the trained model's own, below a config file and command-line flags."""
 
+    @classmethod
+    def finetune_options(cls, trained: Any) -> dict[str, Any]:
+        """``finetune_defaults`` fitted to the ``trained`` model's config (``UnitsConfig``)."""
+        return dict(cls.finetune_defaults)
+
     def __init__(self, config: Any, vocab_size: int):
         super().__init__()
         self.config = config

@@ -147,13 +147,18 @@ def build_units_config(
     overrides_from: str = "overrides",
 ) -> UnitsConfig:
     """The config of a run of ``model`` (else the file's ``model``, else ``transformer``): defaults,
-    the model's training defaults, the TOML file at ``path``, then dotted ``overrides``."""
+    the model's training defaults, the TOML file at ``path``, then dotted ``overrides``. A value out
+    of range names the file where every value came from it."""
     overrides = dict(overrides or {})
+    from_file_only = path is not None and all(v is None for v in overrides.values())
     file_model = _model_in_file(Path(path)) if path is not None else None
     model = model or overrides.pop("model", None) or file_model or UnitsConfig.model
     overrides["model"] = model
     config = build_config(units_config_class(model), path, overrides, overrides_from)
-    validate_units_config(config)
+    try:
+        validate_units_config(config)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}" if from_file_only else str(e)) from None
     return config
 
 
@@ -163,6 +168,10 @@ def validate_units_config(config: UnitsConfig) -> None:
     checks = [
         (t.steps >= 1, f"train.steps must be at least 1, got {t.steps}"),
         (t.batch_size >= 1, f"train.batch_size must be at least 1, got {t.batch_size}"),
+        (
+            config.eval.batch_size >= 1,
+            f"eval.batch_size must be at least 1, got {config.eval.batch_size}",
+        ),
         (t.lr > 0, f"train.lr must be positive, got {t.lr}"),
         (0 <= t.deletion_prob < 1, f"train.deletion_prob must be in [0, 1), got {t.deletion_prob}"),
         (t.warmup_steps >= 0, f"train.warmup_steps must be >= 0, got {t.warmup_steps}"),

@@ -3,12 +3,12 @@
 The run's config is, from lowest to highest: the defaults of ``NAME``; the trained model's own options
 (its corpus, gold set, training options, and every ``arch`` option the new model also has, so the
 shapes agree); no learning-rate warm-up (the model is trained already); ``NAME``'s
-``finetune_defaults`` (for NVIB, the fine-tuning paper's modifications); a quarter of the trained
-model's steps; then a config file and command-line flags. Fine-tuning into the same model
-(``--model transformer`` from a Transformer) is the control: the same further training without
-NVIB. ``init_from`` names the folder, so the training loop (``segrl.units.training``) starts from its
-weights through the new model's ``init_from_pretrained``, and a re-run resumes from the run's own
-checkpoint.
+``finetune_options`` (for NVIB, the fine-tuning paper's modifications, and no more NVIB layers than
+the trained encoder has); a quarter of the trained model's steps; then a config file and
+command-line flags. Fine-tuning into the same model (``--model transformer`` from a Transformer) is
+the control: the same further training without NVIB. ``init_from`` names the folder, so the
+training loop (``segrl.units.training``) starts from its weights through the new model's
+``init_from_pretrained``, and a re-run resumes from the run's own checkpoint.
 
     config = finetune_config("runs/units/transformer-cpu", "nvib")
     train_unit_model(config)
@@ -54,7 +54,7 @@ def finetune_config(
     inherited.update(
         {
             "train.warmup_steps": 0,
-            **cls.finetune_defaults,
+            **cls.finetune_options(trained),
             "train.steps": max(1, round(trained.train.steps * BUDGET_FRACTION)),
             "init_from": str(source),
             "tracking.run_name": name,

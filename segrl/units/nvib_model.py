@@ -21,6 +21,7 @@ character whose argmax is the prior belongs to a run keyed by the prior like any
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -192,6 +193,16 @@ class NVIBAutoencoder(TransformerAutoencoder):
             for layer in self.encoder_layers:
                 if isinstance(layer, NVIBEncoderLayer):
                     layer.nvib.identity_init(config.tau_sigma, config.tau_alpha, head_dim)
+
+    @classmethod
+    def finetune_options(cls, trained: Any) -> dict[str, Any]:
+        """From a model without NVIB layers: as many of the default ``nvib_layers`` as its encoder
+        has layers."""
+        options = dict(cls.finetune_defaults)
+        if not hasattr(trained.arch, "nvib_layers"):
+            layers = min(NVIBConfig.nvib_layers, trained.arch.encoder_layers)
+            options["arch.nvib_layers"] = layers
+        return options
 
     def init_from_pretrained(self, source: UnitModel) -> None:
         """Start from a trained plain Transformer autoencoder of the same shape: every weight it has

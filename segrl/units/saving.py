@@ -57,13 +57,19 @@ def load_unit_model(
     """Read a folder written by ``save_unit_model``; the model is in eval mode on ``device``."""
     folder = Path(folder)
     check_model_folder(folder)
-    config = build_units_config(path=folder / CONFIG_FILE)
+    config_file = folder / CONFIG_FILE
+    config = build_units_config(path=config_file)
     vocab = CharVocab.load(folder / VOCAB_FILE)
     state = load_checkpoint(folder / MODEL_FILE, map_location=device, restore_rng=False)
     if state.get("model_name") != config.model:
         raise ModelError(
             f"{folder}: weights of model {state.get('model_name')!r} but config of {config.model!r}"
         )
-    model = build_model(config, len(vocab))
+    try:
+        model = build_model(config, len(vocab))
+    except (ValueError, RuntimeError, ZeroDivisionError) as e:  # sizes edited by hand
+        raise ModelError(
+            f"{config_file}: options that build no {config.model} model ({e})"
+        ) from None
     load_weights(model, state["model"], folder / MODEL_FILE, f"its {CONFIG_FILE}")
     return model.to(device).eval(), vocab, config
