@@ -16,8 +16,11 @@ import torch
 from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
 from segrl.checkpoint import load_tensor_file, load_weights
 from segrl.data import CharVocab
-from segrl.errors import ModelError
+from segrl.envs.episodes import TEACHER_LIMIT
+from segrl.errors import ConfigError, ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
+from segrl.evaluators.base import Teacher
+from segrl.evaluators.lm import PosteriorTeacher
 from segrl.files import atomic_folder
 from segrl.model_files import AGENT_META_FILE
 from segrl.runtime import eval_mode
@@ -25,6 +28,8 @@ from segrl.runtime import eval_mode
 POLICY_FILE = "policy.pt"
 META_FILE = AGENT_META_FILE
 VOCAB_FILE = "vocab.json"
+TEACHER_DIR = "teacher"
+"""The folder of a saved agent that holds the teacher its policy reads (a saved ``slm``)."""
 EVAL_BATCH = 256
 
 
@@ -43,13 +48,27 @@ def pad_positions(values: torch.Tensor, positions: int) -> torch.Tensor:
     return torch.cat([values, values.new_zeros(shape)], dim=1)
 
 
+def teacher_input(
+    observation: dict[str, np.ndarray], width: int, device: torch.device
+) -> torch.Tensor | None:
+    """The observation's ``teacher`` log-odds cut to ``width - 1`` positions (``[B, W - 1]``), or
+    None without teacher features."""
+    if "teacher" not in observation:
+        return None
+    return torch.from_numpy(observation["teacher"][:, : width - 1]).float().to(device)
+
+
 def separator_id(vocab: CharVocab) -> int | None:
     """The id of the space (the word separator) in ``vocab``, or None."""
     return vocab.encode(" ")[0] if " " in vocab else None
 
 
 class AgentSegmenter:
-    """A trained segmenter policy as a segmenter of sentences (greedy decisions by default)."""
+    """A trained segmenter policy as a segmenter of sentences (greedy decisions by default).
+
+    ``teacher``: for a policy that reads its teacher (``SegmenterPolicy.reads_teacher``), the
+    teacher whose log-odds it reads (the evaluator's ``Teacher``); saved beside the policy.
+    """
 
     def __init__(
         self,
@@ -57,11 +76,22 @@ class AgentSegmenter:
         vocab: CharVocab,
         hide_spaces: bool = False,
         device: torch.device | str = "cpu",
+        teacher: Teacher | None = None,
     ):
+        if policy.reads_teacher and teacher is None:
+            raise ModelError("this policy reads its teacher, and no teacher was given")
         self.policy = policy
         self.vocab = vocab
         self.hide_spaces = hide_spaces
         self.device = torch.device(device)
+        self.teacher = teacher if policy.reads_teacher else None
+
+    def teacher_log_odds(self, batch: SegmentationBatch, width: int) -> torch.Tensor | None:
+        """[B, W - 1] the teacher's log-odds of ``batch`` for a policy that reads them, else None."""
+        if self.teacher is None:
+            return None
+        log_odds = np.clip(self.teacher.log_odds(batch), -TEACHER_LIMIT, TEACHER_LIMIT)
+        return torch.from_numpy(log_odds[:, : width - 1]).float().to(self.device)
 
     @torch.no_grad()
     def decide(
@@ -72,10 +102,11 @@ class AgentSegmenter:
     ) -> SegmentationBatch:
         """``batch`` with the policy's decisions at its free positions (argmax, or sampled)."""
         with eval_mode(self.policy):
-            ids, lengths, _width = trim(batch.ids, batch.lengths)
-            logits = self.policy(ids.to(self.device), lengths.to(self.device))  # [B, W-1, A]
+            ids, lengths, width = trim(batch.ids, batch.lengths)
+            teacher = self.teacher_log_odds(batch, width)
+            logits = self.policy(ids.to(self.device), lengths.to(self.device), teacher)
             if sample:
-                probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1)
+                probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1).cpu()  # CPU generator
                 actions = torch.multinomial(probs, 1, generator=generator).view(logits.shape[:2])
             else:
                 actions = logits.argmax(dim=-1)
@@ -105,12 +136,15 @@ class AgentSegmenter:
         with atomic_folder(path) as tmp:
             torch.save(self.policy.state_dict(), tmp / POLICY_FILE)
             self.vocab.save(tmp / VOCAB_FILE)
+            if self.teacher is not None:
+                self.teacher.save(tmp / TEACHER_DIR)
             meta = {
                 "segmenter": vars(self.policy.config),
                 "n_actions": self.policy.n_actions,
                 "max_len": self.policy.max_len,
                 "separator_id": self.policy.separator_id,
                 "hide_spaces": self.hide_spaces,
+                "reads_teacher": self.policy.reads_teacher,
             }
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
         return Path(path)
@@ -129,6 +163,7 @@ class AgentSegmenter:
                 meta["separator_id"],
             )
             hide_spaces = meta["hide_spaces"]
+            reads_teacher = bool(meta.get("reads_teacher", False))
         except FileNotFoundError:
             raise ModelError(
                 f"{path}: no saved agent segmenter here ({META_FILE} missing)"
@@ -141,9 +176,12 @@ class AgentSegmenter:
             ) from None
         vocab = CharVocab.load(path / VOCAB_FILE)
         try:
-            policy = SegmenterPolicy(len(vocab), n_actions, max_len, config, separator_id)
-        except (ValueError, TypeError, RuntimeError) as e:  # options edited to the wrong type
+            policy = SegmenterPolicy(
+                len(vocab), n_actions, max_len, config, separator_id, reads_teacher
+            )
+        except (ValueError, TypeError, RuntimeError, ConfigError) as e:  # options of wrong type
             raise ModelError(f"{meta_file}: options that build no policy ({e})") from None
         state = load_tensor_file(path / POLICY_FILE, device, what="segmenter policy")
         load_weights(policy, state, path / POLICY_FILE, f"the policy {META_FILE} describes")
-        return cls(policy.to(device), vocab, hide_spaces, device)
+        teacher = PosteriorTeacher.load(path / TEACHER_DIR, device) if reads_teacher else None
+        return cls(policy.to(device), vocab, hide_spaces, device, teacher)
