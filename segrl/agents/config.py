@@ -205,6 +205,11 @@ class TrainConfig:
         self.reinforce.validate()
         if self.evaluator.name == "lm":
             self.evaluator.lm.validate(self.env.reward)
+        if self.env.teacher_features and (self.agent != "reinforce" or self.evaluator.name != "lm"):
+            raise ConfigError(
+                "env.teacher_features: the reinforce agent's policy reads the lm evaluator's "
+                f"log-odds; here agent {self.agent!r}, evaluator {self.evaluator.name!r}"
+            )
         self._check_per_action_gradient()
         if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
             raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
@@ -264,6 +269,8 @@ class TrainConfig:
         parts = [self.agent, self.segmenter.kind, self.evaluator.name, self.env.reward]
         if self.evaluator.name == "lm":
             parts.append(self.evaluator.lm.variant(self.env.reward))
+        if self.env.teacher_features:
+            parts.append("reads-teacher")
         if self.env.hide_spaces:
             parts.append("hidden")
         return "-".join(parts)

@@ -221,6 +221,12 @@ class SegmenterPolicy(nn.Module):
 
     ``separator_id``: the vocabulary id of the space, for ``context="word"`` (None: no words, the
     whole text is the context).
+
+    ``reads_teacher``: the policy reads its teacher's log-odds of a split ``t`` [B, P] (the
+    environments' ``teacher`` observation, ``EnvConfig.teacher_features``) and adds ``w * t`` to its
+    own split-against-no-split logit, ``w`` a learnt weight that starts at 1: it starts as its
+    teacher's posterior (up to the head's small initial logits) and learns from its own reading of
+    the characters where to depart from it. Split/no-split actions only.
     """
 
     def __init__(
@@ -230,13 +236,18 @@ class SegmenterPolicy(nn.Module):
         max_len: int,
         config: SegmenterConfig | None = None,
         separator_id: int | None = None,
+        reads_teacher: bool = False,
     ):
         super().__init__()
         config = config or SegmenterConfig()
         config.validate()
+        if reads_teacher and n_actions != 2:
+            raise ConfigError("a policy that reads its teacher takes split/no-split actions only")
         self.config = config
         self.n_actions = n_actions
         self.max_len = max_len
+        self.reads_teacher = reads_teacher
+        self.teacher_weight = nn.Parameter(torch.ones(())) if reads_teacher else None
         self.separator_id = separator_id if config.context == "word" else None
         if config.kind == "bilstm":
             self.encoder: nn.Module = BiLSTMEncoder(vocab_size, config)
@@ -264,9 +275,22 @@ class SegmenterPolicy(nn.Module):
             states = merge_words(states[which], words)
         return self.encoder.position_features(states)
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """[B, L] ids, [B] lengths -> [B, P, A] logits."""
-        return self.head(self.features(ids, lengths))
+    def logits(self, features: torch.Tensor, teacher: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, P, F] features (and, for a policy that reads its teacher, ``teacher`` [B, P] log-odds
+        of a split) -> [B, P, A] logits."""
+        logits = self.head(features)
+        if self.teacher_weight is None:
+            return logits
+        if teacher is None:
+            raise ValueError("this policy reads its teacher: give the teacher's log-odds")
+        half = (self.teacher_weight * teacher[:, : logits.shape[1]] / 2).unsqueeze(-1)  # [B, P, 1]
+        return logits + torch.cat([-half, half], dim=-1)
+
+    def forward(
+        self, ids: torch.Tensor, lengths: torch.Tensor, teacher: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """[B, L] ids, [B] lengths (, [B, P] teacher log-odds) -> [B, P, A] logits."""
+        return self.logits(self.features(ids, lengths), teacher)
 
 
 def bucketed_char_states(

@@ -42,7 +42,7 @@ from torch.distributions import Categorical
 
 from segrl.agents.config import PerActionGradient, ReinforceConfig, TrainConfig
 from segrl.agents.policies import SegmenterPolicy, masked_mean
-from segrl.agents.segmenter import pad_positions, trim
+from segrl.agents.segmenter import pad_positions, teacher_input, trim
 from segrl.agents.trainer import TrainResult, train_sentence_agent
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
@@ -150,7 +150,7 @@ class Reinforce:
         ids, lengths = ids.to(self.device), lengths.to(self.device)
         free = torch.from_numpy(observation["free"][:, : width - 1].astype(bool)).to(self.device)
         features = self.policy.features(ids, lengths)  # [B, W-1, F]
-        logits = self.policy.head(features)  # [B, W-1, A]
+        logits = self.policy.logits(features, teacher_input(observation, width, self.device))
         with torch.no_grad():
             actions = Categorical(logits=logits).sample()  # [B, W-1]
             probs = torch.softmax(logits.float(), dim=-1)  # [B, W-1, A]

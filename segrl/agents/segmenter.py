@@ -18,8 +18,11 @@ from segrl.agents.policies import SegmenterConfig, SegmenterPolicy, TransformerE
 from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
 from segrl.config import build_config
 from segrl.data import CharVocab
+from segrl.envs.episodes import TEACHER_LIMIT
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
+from segrl.evaluators.base import Teacher
+from segrl.evaluators.lm import PosteriorTeacher
 from segrl.files import atomic_folder
 from segrl.model_files import AGENT_META_FILE
 from segrl.runtime import eval_mode
@@ -27,6 +30,8 @@ from segrl.runtime import eval_mode
 POLICY_FILE = "policy.pt"
 META_FILE = AGENT_META_FILE
 VOCAB_FILE = "vocab.json"
+TEACHER_DIR = "teacher"
+"""The folder of a saved agent that holds the teacher its policy reads (a saved ``slm``)."""
 EVAL_BATCH = 256
 
 
@@ -43,6 +48,16 @@ def pad_positions(values: torch.Tensor, positions: int) -> torch.Tensor:
         return values
     shape = (values.shape[0], missing, *values.shape[2:])
     return torch.cat([values, values.new_zeros(shape)], dim=1)
+
+
+def teacher_input(
+    observation: dict[str, np.ndarray], width: int, device: torch.device
+) -> torch.Tensor | None:
+    """The observation's ``teacher`` log-odds cut to ``width - 1`` positions (``[B, W - 1]``), or
+    None without teacher features."""
+    if "teacher" not in observation:
+        return None
+    return torch.from_numpy(observation["teacher"][:, : width - 1]).float().to(device)
 
 
 def separator_id(vocab: CharVocab) -> int | None:
@@ -67,7 +82,11 @@ def split_long(text: str, limit: int | None) -> list[tuple[str, bool]]:
 
 
 class AgentSegmenter:
-    """A trained segmenter policy as a segmenter of sentences (greedy decisions by default)."""
+    """A trained segmenter policy as a segmenter of sentences (greedy decisions by default).
+
+    ``teacher``: for a policy that reads its teacher (``SegmenterPolicy.reads_teacher``), the
+    teacher whose log-odds it reads (the evaluator's ``Teacher``); saved beside the policy.
+    """
 
     def __init__(
         self,
@@ -75,11 +94,22 @@ class AgentSegmenter:
         vocab: CharVocab,
         hide_spaces: bool = False,
         device: torch.device | str = "cpu",
+        teacher: Teacher | None = None,
     ):
+        if policy.reads_teacher and teacher is None:
+            raise ModelError("this policy reads its teacher, and no teacher was given")
         self.policy = policy
         self.vocab = vocab
         self.hide_spaces = hide_spaces
         self.device = torch.device(device)
+        self.teacher = teacher if policy.reads_teacher else None
+
+    def teacher_log_odds(self, batch: SegmentationBatch, width: int) -> torch.Tensor | None:
+        """[B, W - 1] the teacher's log-odds of ``batch`` for a policy that reads them, else None."""
+        if self.teacher is None:
+            return None
+        log_odds = np.clip(self.teacher.log_odds(batch), -TEACHER_LIMIT, TEACHER_LIMIT)
+        return torch.from_numpy(log_odds[:, : width - 1]).float().to(self.device)
 
     @torch.no_grad()
     def decide(
@@ -90,10 +120,11 @@ class AgentSegmenter:
     ) -> SegmentationBatch:
         """``batch`` with the policy's decisions at its free positions (argmax, or sampled)."""
         with eval_mode(self.policy):
-            ids, lengths, _width = trim(batch.ids, batch.lengths)
-            logits = self.policy(ids.to(self.device), lengths.to(self.device))  # [B, W-1, A]
+            ids, lengths, width = trim(batch.ids, batch.lengths)
+            teacher = self.teacher_log_odds(batch, width)
+            logits = self.policy(ids.to(self.device), lengths.to(self.device), teacher)
             if sample:
-                probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1)
+                probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1).cpu()  # CPU generator
                 actions = torch.multinomial(probs, 1, generator=generator).view(logits.shape[:2])
             else:
                 actions = logits.argmax(dim=-1)
@@ -140,12 +171,15 @@ class AgentSegmenter:
         with atomic_folder(path) as tmp:
             save_tensor_file(self.policy.state_dict(), tmp / POLICY_FILE)
             self.vocab.save(tmp / VOCAB_FILE)
+            if self.teacher is not None:
+                self.teacher.save(tmp / TEACHER_DIR)
             meta = {
                 "segmenter": vars(self.policy.config),
                 "n_actions": self.policy.n_actions,
                 "max_len": self.policy.max_len,
                 "separator_id": self.policy.separator_id,
                 "hide_spaces": self.hide_spaces,
+                "reads_teacher": self.policy.reads_teacher,
             }
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
         return Path(path)
@@ -164,13 +198,19 @@ class AgentSegmenter:
             )
         try:
             policy = SegmenterPolicy(
-                len(vocab), meta.n_actions, meta.max_len, meta.segmenter, meta.separator_id
+                len(vocab),
+                meta.n_actions,
+                meta.max_len,
+                meta.segmenter,
+                meta.separator_id,
+                meta.reads_teacher,
             )
         except (ConfigError, ValueError, TypeError, RuntimeError) as e:  # options edited by hand
             raise ModelError(f"{meta_file}: options that build no policy ({e})") from None
         state = load_tensor_file(path / POLICY_FILE, device, what="segmenter policy")
         load_weights(policy, state, path / POLICY_FILE, f"the policy {META_FILE} describes")
-        return cls(policy.to(device), vocab, meta.hide_spaces, device)
+        teacher = PosteriorTeacher.load(path / TEACHER_DIR, device) if meta.reads_teacher else None
+        return cls(policy.to(device), vocab, meta.hide_spaces, device, teacher)
 
 
 @dataclass
@@ -183,6 +223,8 @@ class SavedAgent:
     max_len: int
     hide_spaces: bool
     separator_id: int | None = None
+    reads_teacher: bool = False
+    """Whether the policy reads its teacher (saved in ``teacher/``); absent in older folders."""
 
 
 def _read_meta(path: Path) -> SavedAgent:
@@ -191,7 +233,9 @@ def _read_meta(path: Path) -> SavedAgent:
     meta_file = path / META_FILE
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        values = {f.name: meta[f.name] for f in fields(SavedAgent)}
+        optional = {"reads_teacher"}
+        values = {f.name: meta[f.name] for f in fields(SavedAgent) if f.name not in optional}
+        values.update({name: meta[name] for name in optional if name in meta})
     except FileNotFoundError:
         raise ModelError(f"{path}: no saved agent segmenter here ({META_FILE} missing)") from None
     except KeyError as e:

@@ -98,6 +98,7 @@ def build_task(
         evaluator=evaluator,
         reward=config.env.reward,
         rules=config.env.rules,
+        teacher_features=config.env.teacher_features,
     )
     sample = random.Random(config.seed).sample(
         final_gold, min(config.eval_gold_words, len(final_gold))

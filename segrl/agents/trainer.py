@@ -111,11 +111,14 @@ def train_sentence_agent(
         setup.max_len,
         config.segmenter,
         separator_id(task.corpus.vocab),
+        reads_teacher=config.env.teacher_features,
     )
     learner = make_learner(policy.to(device), device)
     env = VectorSentenceSegmentEnv(learner.sentences_per_step, seed=config.seed, setup=setup)
     observation = env.reset()
-    segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
+    segmenter = AgentSegmenter(
+        policy, task.corpus.vocab, config.env.hide_spaces, device, task.evaluator.teacher
+    )
 
     def save() -> dict[str, Any]:
         return {

@@ -53,6 +53,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--rules", dest="env.rules", metavar="SET", help="binary (default) or full (5 actions)"
     )
     group.add_argument(
+        "--teacher-features",
+        dest="env.teacher_features",
+        action="store_const",
+        const=True,
+        help="the policy reads the lm evaluator's boundary log-odds at every position "
+        "(reinforce, binary rules)",
+    )
+    group.add_argument(
         "--steps", dest="reinforce.steps", type=int, metavar="N", help="updates (default 2000)"
     )
     group.add_argument(

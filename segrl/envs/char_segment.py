@@ -34,7 +34,10 @@ class CharSegmentEnv(SegmentationEnv):
     - ``length`` ``[1]``: characters in the text;
     - ``position`` ``[1]``: the position decided by the next action (``length - 1`` once done);
     - ``decisions`` ``[P]``: actions taken so far; forced word boundaries are 1, positions not yet
-      decided and padding 0.
+      decided and padding 0;
+    - with ``teacher_features=True``, ``teacher`` ``[P]`` float32: the evaluator's own log-odds of a
+      split at every position (the LM evaluator's posterior, ``Evaluator.teacher``), clipped to
+      +-30, 0 at padding: what the teacher would decide, for a student to read.
 
     ## Rewards
 
@@ -63,6 +66,8 @@ class CharSegmentEnv(SegmentationEnv):
     - ``evaluator``: ``"morfessor"``, ``"gold"`` or an ``Evaluator``; ``gold``: the gold words for
       ``"gold"`` (default: the bundled set);
     - ``reward``: ``"per-action"`` (default) or ``"sequence"``; ``rules``: ``"binary"`` or ``"full"``;
+    - ``teacher_features``: add ``teacher`` to the observations (an evaluator with a ``teacher``,
+      binary rules);
     - ``render_mode``: None or ``"ansi"`` (the text with ``-`` at splits and ``|`` at the cursor).
 
     ``env.unwrapped.vocab`` is the ``CharVocab`` of the observations' character ids.

@@ -17,6 +17,9 @@ from segrl.errors import DataError
 from segrl.evaluators import NO_SPLIT, SegmentationBatch, encode_segmentation_batch
 from segrl.segmentation import segments_from_decisions
 
+TEACHER_LIMIT = 30.0
+"""The teacher's log-odds in observations are clipped to +-this (its ``teacher`` space's bounds)."""
+
 
 class EpisodeSlots:
     """``n`` episodes of one environment setup.
@@ -42,6 +45,7 @@ class EpisodeSlots:
         self.cursor = np.zeros(n, dtype=np.int64)  # [N] index into free_positions
         self.reward_start = np.zeros(n, dtype=np.int64)  # [N] first position not yet rewarded
         self.position = np.zeros(n, dtype=np.int64)  # [N] the position decided next
+        self.teacher = np.zeros((n, width - 1), dtype=np.float32)  # [N, P] teacher's log-odds
 
     @property
     def positions(self) -> int:
@@ -79,6 +83,9 @@ class EpisodeSlots:
         self.n_free[index] = n_free
         self.cursor[index] = 0
         self.reward_start[index] = 0
+        if self.setup.config.teacher_features:
+            log_odds = self.setup.evaluator.teacher.log_odds(rows)
+            self.teacher[index] = np.clip(log_odds, -TEACHER_LIMIT, TEACHER_LIMIT)
         self._advance()
 
     def batch(

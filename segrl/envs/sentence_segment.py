@@ -29,7 +29,9 @@ class SentenceSegmentEnv(SegmentationEnv):
     ## Observation space
 
     A ``Dict`` of fixed-shape arrays: ``chars`` ``[L]`` int64 character ids, 0-padded; ``length``
-    ``[1]`` int64; ``free`` ``[P]`` (``MultiBinary``): 1 at the positions the agent decides.
+    ``[1]`` int64; ``free`` ``[P]`` (``MultiBinary``): 1 at the positions the agent decides; with
+    ``teacher_features=True``, ``teacher`` ``[P]`` float32, the evaluator's own log-odds of a split
+    at every position (as in ``CharSegmentEnv``).
 
     ## Rewards
 

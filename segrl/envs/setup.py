@@ -44,9 +44,15 @@ class EnvConfig:
     word boundaries must be discovered too."""
     rules: RuleSet = "binary"
     """``binary`` (no split / split) or ``full`` (also split with repeat, delete, modify)."""
+    teacher_features: bool = False
+    """Observations also carry ``teacher`` [P]: the evaluator's own log-odds of a split at every
+    position (``Evaluator.teacher``; the LM evaluator's posterior), so that a student can read what
+    its teacher would decide. Binary rules only."""
 
     def validate(self) -> None:
         check_choices(self, "env.")
+        if self.teacher_features and self.rules != "binary":
+            raise ConfigError("env.teacher_features goes with binary rules only")
 
 
 def has_decision(sentence: str, hide_spaces: bool) -> bool:
@@ -114,9 +120,12 @@ class EnvSetup:
         reward: str = "per-action",
         rules: str = "binary",
         gold: Sequence[GoldWord] | None = None,
+        teacher_features: bool = False,
     ) -> EnvSetup:
         """Resolve an environment's options (see ``CharSegmentEnv`` for what each means)."""
-        config = EnvConfig(reward=reward, hide_spaces=hide_spaces, rules=rules)
+        config = EnvConfig(
+            reward=reward, hide_spaces=hide_spaces, rules=rules, teacher_features=teacher_features
+        )
         config.validate()
         resolved = resolve_corpus(corpus, max_len)
         width = max_len or resolved.settings.get("normalization", {}).get("max_len", 128)
@@ -144,6 +153,11 @@ class EnvSetup:
         elif not isinstance(evaluator, Evaluator):
             raise ConfigError(
                 f"evaluator must be a name or an Evaluator, got {type(evaluator).__name__}"
+            )
+        if teacher_features and evaluator.teacher is None:
+            raise ConfigError(
+                f"teacher_features: the {evaluator.name} evaluator has no boundary probabilities "
+                "of its own to show; use the lm evaluator (an slm)"
             )
         weights = resolved.weights(sentences)
         return cls(resolved, sentences, weights, evaluator, config, int(width))

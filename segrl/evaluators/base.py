@@ -22,7 +22,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -218,6 +219,8 @@ class Evaluator(ABC):
       segmentations (e.g. a language model's bits per character); empty for fixed evaluators.
     - ``reference(batch)`` -> ``(splits, known)`` ``[B, P]`` bool each, or None: the decisions the
       evaluator considers right, where it has one (``known`` False where it has no opinion).
+    - ``teacher`` -> a ``Teacher`` or None: the evaluator's own boundary log-odds per position, for
+      observations that carry them (``EnvConfig.teacher_features``); the co-trained ``slm`` has one.
     - ``state_dict``/``load_state_dict``: what a training checkpoint must keep of the evaluator.
     """
 
@@ -251,8 +254,28 @@ class Evaluator(ABC):
         """``(splits, known)``, each [B, P] bool, for evaluators with a right answer; else None."""
         return None
 
+    @property
+    def teacher(self) -> Teacher | None:
+        """The evaluator's boundary log-odds per position (see ``Teacher``), where it has them."""
+        return None
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - nothing to restore
         pass
+
+
+class Teacher(Protocol):
+    """What a student that reads its teacher sees: at every position, the log-odds that the
+    evaluator's own model splits there, ``log q - log(1 - q)`` (``[B, P]`` float64, 0 at padding).
+    A ``Teacher`` is data a trained agent keeps beside its policy (``save``), since it needs it to
+    segment."""
+
+    def log_odds(self, batch: SegmentationBatch) -> np.ndarray:
+        """[B, P] float64 log-odds of a split at every position of ``batch``'s texts."""
+        ...
+
+    def save(self, path: Path) -> None:
+        """Write the teacher to the new folder ``path``."""
+        ...

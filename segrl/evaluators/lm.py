@@ -49,9 +49,11 @@ given once at the end.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,10 +61,10 @@ import torch
 
 from segrl.data import Corpus, GoldWord
 from segrl.data.wordlists import dampen
-from segrl.errors import ConfigError
+from segrl.errors import ConfigError, ModelError
 from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
-from segrl.lm import SegmentedBatch, SegmentLM, build_lm
+from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import lm_config, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
@@ -71,6 +73,8 @@ from segrl.runtime import eval_mode
 
 CAUSAL_REWARDS = ("incremental", "likelihood")
 """Variants whose rewards ``CharSegment`` can give step by step."""
+TEACHER_FILE = "teacher.json"
+"""Beside a saved teacher's language model: how its posterior is read."""
 MAX_NATS = 30.0
 """Per-decision rewards are clipped to +-this (a flip to a segmentation of probability 0 is +inf)."""
 
@@ -149,6 +153,13 @@ class LMEvaluator(Evaluator):
             and self.config.texts != "sentences"
         )
 
+    @property
+    def teacher(self) -> PosteriorTeacher | None:
+        """The LM's posterior boundary log-odds, as the ``posterior`` reward reads them (``slm``)."""
+        if not isinstance(self.lm, SLM):
+            return None
+        return PosteriorTeacher(self.lm, self.scores_words_alone, self.config.posterior_floor)
+
     def check_stepwise(self, reward_mode: str) -> None:
         """Raise ``ConfigError`` unless the ``reward_mode`` rewards can be given one decision at a
         time, from the decisions so far (``CharSegment``)."""
@@ -202,14 +213,8 @@ class LMEvaluator(Evaluator):
                 values = scores.per_position / scores.n_chars.unsqueeze(1)
                 return _to_positions(values, batch, last_carries=True)
             if variant == "posterior":
-                slm = require_slm(self.lm, "the posterior reward")
-                if self.scores_words_alone:
-                    posterior = slm.word_boundary_posteriors(segmented.chars)
-                else:
-                    posterior = slm.boundary_posteriors(segmented.chars)
-                floor = self.config.posterior_floor
-                q = posterior.double().clamp(floor, 1 - floor)
-                log_odds = _to_positions(torch.log(q) - torch.log1p(-q), batch)
+                require_slm(self.lm, "the posterior reward")
+                log_odds = self.teacher.log_odds(batch)
                 rewards = np.where(batch.splits, log_odds, -log_odds)
             else:  # flip, resample
                 rewards = _to_positions(self.lm.flip_scores(segmented).double(), batch)
@@ -312,6 +317,53 @@ class LMEvaluator(Evaluator):
         self.rng.bit_generator.state = state["rng"]
         self.batches_seen = int(state["batches_seen"])
         self.pretrained = bool(state["pretrained"])
+
+
+class PosteriorTeacher:
+    """An ``slm``'s exact posterior boundary probability ``q`` at every position, as log-odds
+    ``log q - log(1 - q)`` with ``q`` clamped to ``[floor, 1 - floor]``: what the ``posterior``
+    reward reads (``log_odds`` where the agent splits, minus it where it does not) and what a student
+    reading its teacher observes (``segrl.evaluators.base.Teacher``).
+
+    ``words_alone``: each word of a text is read as a text of its own (``word_boundary_posteriors``;
+    for an LM with a lexicon trained on word types, see ``LMEvaluator.scores_words_alone``).
+    """
+
+    def __init__(self, lm: SLM, words_alone: bool, floor: float):
+        self.lm = lm
+        self.words_alone = words_alone
+        self.floor = floor
+
+    def log_odds(self, batch: SegmentationBatch) -> np.ndarray:
+        chars = self.lm.encode(batch.texts)
+        with eval_mode(self.lm), torch.no_grad():
+            if self.words_alone:
+                posterior = self.lm.word_boundary_posteriors(chars)
+            else:
+                posterior = self.lm.boundary_posteriors(chars)
+        q = posterior.double().clamp(self.floor, 1 - self.floor)  # [B, W]
+        return _to_positions(torch.log(q) - torch.log1p(-q), batch)
+
+    def save(self, path: Path) -> None:
+        save_lm(self.lm, path)
+        options = {"words_alone": self.words_alone, "floor": self.floor}
+        (Path(path) / TEACHER_FILE).write_text(json.dumps(options), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path, device: str | torch.device = "cpu") -> PosteriorTeacher:
+        """A teacher saved by ``save``; its LM read as weights only (``segrl.lm.load_lm``)."""
+        options_file = Path(path) / TEACHER_FILE
+        try:
+            options = json.loads(options_file.read_text(encoding="utf-8"))
+            words_alone, floor = bool(options["words_alone"]), float(options["floor"])
+        except FileNotFoundError:
+            raise ModelError(f"{path}: no saved teacher here ({TEACHER_FILE} missing)") from None
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelError(f"{options_file}: damaged or not a segrl teacher ({e})") from None
+        lm = load_lm(path, device)
+        if not isinstance(lm, SLM):
+            raise ModelError(f"{path}: the teacher's language model is not an slm")
+        return cls(lm, words_alone, floor)
 
 
 def _examples(batch: SegmentationBatch) -> list[tuple[str, list[str]]]:

@@ -1,0 +1,153 @@
+"""A student that reads its teacher (``env.teacher_features``): the environments' ``teacher``
+observation is the LM evaluator's posterior log-odds, the policy adds it to its split logit, and a
+trained agent keeps its teacher beside its policy."""
+
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+import segrl
+from segrl.agents import TrainConfig
+from segrl.agents.policies import SegmenterPolicy
+from segrl.agents.reinforce import train_reinforce
+from segrl.agents.segmenter import TEACHER_DIR, AgentSegmenter, separator_id
+from segrl.config import build_config
+from segrl.envs import CharSegmentEnv, SentenceSegmentEnv
+from segrl.envs.episodes import TEACHER_LIMIT
+from segrl.errors import ConfigError, ModelError
+from segrl.evaluators import encode_segmentation_batch
+from segrl.evaluators.lm import TEACHER_FILE, LMEvaluator
+from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
+
+TINY_LM = dict(char_dim=16, hidden_dim=32, speller_dim=32, dropout=0.0, lr=1e-2, lexicon_size=40)
+
+
+@pytest.fixture(scope="module")
+def evaluator(corpus):
+    """An slm evaluator with a lexicon, trained a little on the corpus's words (marginal)."""
+    torch.manual_seed(0)
+    config = EvaluatorConfig(name="lm", lm=LMEvaluatorConfig(**TINY_LM))
+    evaluator = LMEvaluator.from_config(config, corpus)
+    words = sorted(corpus.word_counts("train"))
+    for _ in range(30):
+        evaluator.trainer.marginal_step(words)
+    return evaluator
+
+
+def test_observations_carry_the_teachers_log_odds(corpus, evaluator):
+    env = SentenceSegmentEnv(corpus=corpus, evaluator=evaluator, teacher_features=True)
+    observation, _ = env.reset(seed=0)
+    assert env.observation_space.contains(observation)
+    sentence = env.unwrapped.slots.sentences[0]
+    batch = encode_segmentation_batch(corpus.vocab, [sentence], env.unwrapped.setup.max_len)
+    expected = evaluator.teacher.log_odds(batch)[0]
+    n = len(sentence) - 1
+    assert observation["teacher"].dtype == np.float32
+    np.testing.assert_allclose(observation["teacher"][:n], expected[:n], rtol=1e-5, atol=1e-5)
+    assert (observation["teacher"][n:] == 0).all()
+    # the teacher has opinions of both signs, within the space's bounds
+    free = observation["free"][:n].astype(bool)
+    assert (observation["teacher"][:n][free] < 0).any() and (
+        observation["teacher"][:n][free] > 0
+    ).any()
+    assert np.abs(observation["teacher"]).max() <= TEACHER_LIMIT
+    check_env(env, skip_render_check=True)
+
+
+def test_char_segment_observes_the_same_teacher(corpus, evaluator):
+    env = CharSegmentEnv(
+        corpus=corpus, evaluator=evaluator, reward="sequence", teacher_features=True
+    )
+    observation, _ = env.reset(seed=0)
+    first = observation["teacher"].copy()
+    observation, *_ = env.step(1)
+    np.testing.assert_array_equal(observation["teacher"], first)  # the text's, not the decisions'
+    check_env(env, skip_render_check=True)
+
+
+def test_teacher_features_are_refused_where_nothing_reads_them(corpus, morfessor, evaluator):
+    with pytest.raises(ConfigError, match="morfessor evaluator has no boundary probabilities"):
+        SentenceSegmentEnv(corpus=corpus, evaluator=morfessor, teacher_features=True)
+    with pytest.raises(ConfigError, match="binary rules only"):
+        SentenceSegmentEnv(corpus=corpus, evaluator=evaluator, rules="full", teacher_features=True)
+    for agent, name in (("ppo", "lm"), ("reinforce", "morfessor")):
+        config = build_config(
+            TrainConfig,
+            overrides={"agent": agent, "evaluator.name": name, "env.teacher_features": True},
+        )
+        with pytest.raises(ConfigError, match="env.teacher_features"):
+            config.validate()
+
+
+def test_a_policy_that_reads_its_teacher_starts_as_its_posterior():
+    torch.manual_seed(0)
+    policy = SegmenterPolicy(vocab_size=10, n_actions=2, max_len=8, reads_teacher=True)
+    torch.nn.init.zeros_(policy.head.net[-1].weight)
+    torch.nn.init.zeros_(policy.head.net[-1].bias)
+    ids = torch.tensor([[1, 2, 3, 4, 0, 0, 0, 0]])
+    teacher = torch.tensor([[2.0, -1.0, 0.5, 0, 0, 0, 0]])
+    probs = torch.softmax(policy(ids, torch.tensor([4]), teacher), dim=-1)[
+        ..., 1
+    ].detach()  # [1, 7]
+    np.testing.assert_allclose(probs[0, :3], torch.sigmoid(teacher[0, :3]), rtol=1e-6)
+    with torch.no_grad():
+        policy.teacher_weight.fill_(2.0)  # the learnt weight scales the teacher's log-odds
+    probs = torch.softmax(policy(ids, torch.tensor([4]), teacher), dim=-1)[..., 1].detach()
+    np.testing.assert_allclose(probs[0, :3], torch.sigmoid(2 * teacher[0, :3]), rtol=1e-6)
+    with pytest.raises(ValueError, match="reads its teacher"):
+        policy(ids, torch.tensor([4]))
+    with pytest.raises(ConfigError, match="split/no-split"):
+        SegmenterPolicy(vocab_size=10, n_actions=5, max_len=8, reads_teacher=True)
+
+
+def test_a_saved_student_keeps_its_teacher(corpus, evaluator, tmp_path):
+    torch.manual_seed(0)
+    policy = SegmenterPolicy(
+        len(corpus.vocab), 2, 128, separator_id=separator_id(corpus.vocab), reads_teacher=True
+    )
+    student = AgentSegmenter(policy, corpus.vocab, teacher=evaluator.teacher)
+    sentences = corpus.valid[:20]
+    before = student.segment_sentences(sentences)
+    student.save(tmp_path / "agent")
+    assert (tmp_path / "agent" / TEACHER_DIR / TEACHER_FILE).exists()
+    loaded = segrl.load_segmenter(tmp_path / "agent")
+    assert loaded.segment_sentences(sentences) == before
+    # greedy decisions follow the teacher wherever it is sure (the head's own logits are small)
+    batch = student.decide_sentences(sentences)
+    log_odds = evaluator.teacher.log_odds(batch)
+    sure = batch.free_mask & (np.abs(log_odds) > 1.0)
+    assert sure.sum() > 50
+    assert ((batch.splits == (log_odds > 0))[sure]).mean() > 0.97
+    with pytest.raises(ModelError, match="no teacher"):
+        AgentSegmenter(policy, corpus.vocab)
+    (tmp_path / "agent" / TEACHER_DIR / TEACHER_FILE).write_text("{", encoding="utf-8")
+    with pytest.raises(ModelError, match="teacher.json: damaged"):
+        AgentSegmenter.load(tmp_path / "agent")
+
+
+def test_train_a_student_that_reads_its_teacher(small_corpus_file, tmp_path):
+    config = build_config(
+        TrainConfig,
+        overrides={
+            "evaluator.name": "lm",
+            "env.teacher_features": True,
+            "reinforce.steps": 4,
+            "reinforce.batch_size": 8,
+            "evaluator.lm.pretrain_epochs": 0,
+            "data.corpus": str(small_corpus_file),
+            "data.min_char_count": 1,
+            "eval_every": 2,
+            "eval_gold_words": 50,
+            "threads": 1,
+            "out": str(tmp_path / "run"),
+            **{f"evaluator.lm.{k}": v for k, v in TINY_LM.items()},
+        },
+    )
+    result = train_reinforce(config)
+    assert result.step == 4
+    assert config.name.endswith("reads-teacher")
+    saved = result.run_dir / "segmenter"
+    assert (saved / TEACHER_DIR / TEACHER_FILE).exists()
+    segments = segrl.load_segmenter(saved).segment_sentences(["the man walked home"])[0]
+    assert "".join(segments) == "the man walked home"
