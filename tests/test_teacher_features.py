@@ -151,3 +151,39 @@ def test_train_a_student_that_reads_its_teacher(small_corpus_file, tmp_path):
     assert (saved / TEACHER_DIR / TEACHER_FILE).exists()
     segments = segrl.load_segmenter(saved).segment_sentences(["the man walked home"])[0]
     assert "".join(segments) == "the man walked home"
+
+
+def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, small_corpus_file):
+    """The defaults by corpus: on a word list the LM evaluator has the priced lexicon of ``segrl lm
+    train`` and the reinforce agent reads its log-odds; on running text, and for agents that cannot
+    read it, no lexicon."""
+    from segrl.agents.task import build_task
+    from segrl.lm.config import LEXICON_COST
+
+    counts = tmp_path / "words.counts"
+    stems, suffixes = ["walk", "talk", "jump", "play", "kick", "look"], ["ed", "ing", "s", ""]
+    words = [stem + suffix for stem in stems for suffix in suffixes]
+    counts.write_text("".join(f"{100 - i} {w}\n" for i, w in enumerate(words)), encoding="utf-8")
+    gold = tmp_path / "gold.tsv"
+    gold.write_text("walked\twalk ed\njumping\tjump ing\n", encoding="utf-8")
+
+    def task(corpus, **overrides):
+        values = {"evaluator.name": "lm", "data.corpus": str(corpus), "data.min_char_count": 1}
+        if corpus == counts:
+            values["gold.path"] = str(gold)
+        config = build_config(TrainConfig, overrides={**values, **overrides})
+        config.validate()
+        return build_task(config)
+
+    on_words = task(counts)
+    assert on_words.setup.config.teacher_features is True
+    assert on_words.evaluator.lm.config.lexicon_cost == LEXICON_COST
+    assert on_words.evaluator.lm.lexicon is not None
+    on_text = task(small_corpus_file)
+    assert on_text.setup.config.teacher_features is False
+    assert on_text.evaluator.lm.lexicon is None
+    assert on_text.evaluator.lm.config.lexicon_cost == 0
+    for overrides in ({"agent": "ppo-batched"}, {"env.teacher_features": False}):
+        other = task(counts, **overrides)
+        assert other.setup.config.teacher_features is False
+        assert other.evaluator.lm.lexicon is None

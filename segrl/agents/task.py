@@ -81,7 +81,12 @@ def build_task(
             gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
         )
         check_gold_fits(final_gold, corpus.vocab, config.gold.path)
-        evaluator = build_evaluator(config.evaluator, corpus, final_gold)
+        evaluator_config = config.evaluator
+        if evaluator_config.name == "lm" and not can_read_teacher(config):
+            lm = evaluator_config.lm  # a lexicon's teacher only for a student that reads it
+            lexicon_size = 0 if lm.lexicon_size is None else lm.lexicon_size
+            evaluator_config = replace(evaluator_config, lm=replace(lm, lexicon_size=lexicon_size))
+        evaluator = build_evaluator(evaluator_config, corpus, final_gold)
         episodes = corpus.train
         references = {}
         periodic_heldout, final_heldout = corpus.valid, corpus.test
@@ -98,7 +103,7 @@ def build_task(
         evaluator=evaluator,
         reward=config.env.reward,
         rules=config.env.rules,
-        teacher_features=config.env.teacher_features,
+        teacher_features=reads_teacher(config, evaluator),
     )
     sample = random.Random(config.seed).sample(
         final_gold, min(config.eval_gold_words, len(final_gold))
@@ -113,6 +118,32 @@ def build_task(
         gold_sample=sample,
         text=list(corpus.valid),
         final_text=list(corpus.test),
+    )
+
+
+def can_read_teacher(config: TrainConfig) -> bool:
+    """Whether the agent's policy can read its evaluator's log-odds (``env.teacher_features``):
+    REINFORCE, split/no-split decisions, not turned off."""
+    return (
+        config.agent == "reinforce"
+        and config.env.rules == "binary"
+        and config.env.teacher_features is not False
+    )
+
+
+def reads_teacher(config: TrainConfig, evaluator: Evaluator) -> bool:
+    """``env.teacher_features``, or where unset (None), whether the policy reads its teacher by
+    default: where it can and the LM evaluator has a lexicon (on a word list, by default). A
+    lexicon's teacher is confident and decides by whole words: a student that reads only the
+    characters collapsed to no splits or fell 0.03-0.38 below it, one that reads its log-odds
+    matches it (docs/studies/2026-11-26-teacher.md)."""
+    if config.env.teacher_features is not None:
+        return config.env.teacher_features
+    lm = getattr(evaluator, "lm", None)
+    return (
+        can_read_teacher(config)
+        and evaluator.teacher is not None
+        and getattr(lm, "lexicon", None) is not None
     )
 
 

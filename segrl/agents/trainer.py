@@ -111,7 +111,7 @@ def train_sentence_agent(
         setup.max_len,
         config.segmenter,
         separator_id(task.corpus.vocab),
-        reads_teacher=config.env.teacher_features,
+        reads_teacher=bool(setup.config.teacher_features),
     )
     learner = make_learner(policy.to(device), device)
     env = VectorSentenceSegmentEnv(learner.sentences_per_step, seed=config.seed, setup=setup)

@@ -44,10 +44,12 @@ class EnvConfig:
     word boundaries must be discovered too."""
     rules: RuleSet = "binary"
     """``binary`` (no split / split) or ``full`` (also split with repeat, delete, modify)."""
-    teacher_features: bool = False
+    teacher_features: bool | None = None
     """Observations also carry ``teacher`` [P]: the evaluator's own log-odds of a split at every
     position (``Evaluator.teacher``; the LM evaluator's posterior), so that a student can read what
-    its teacher would decide. Binary rules only."""
+    its teacher would decide. Binary rules only. None (off for an environment): ``segrl train``
+    turns it on where its reinforce agent's LM evaluator has a lexicon
+    (``segrl.agents.task.reads_teacher``)."""
 
     def validate(self) -> None:
         check_choices(self, "env.")

@@ -53,6 +53,7 @@ import json
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ from segrl.errors import ConfigError, ModelError
 from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
-from segrl.lm.config import lm_config, resolve_lm_config
+from segrl.lm.config import LEXICON_COST, LMConfig, lm_config, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
@@ -132,7 +133,7 @@ class LMEvaluator(Evaluator):
     ) -> LMEvaluator:
         """A new LM over ``corpus``'s characters, initialised from ``config.seed``; with
         ``lexicon_size`` (``slm``), its lexicon is the substrings found in most training word types."""
-        lm_options = resolve_lm_config(lm_config(config.lm), corpus.kind)
+        lm_options = evaluator_lm_options(config.lm, corpus.kind)
         lexicon = slm_lexicon(lm_options, corpus.word_counts("train"))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -317,6 +318,21 @@ class LMEvaluator(Evaluator):
         self.rng.bit_generator.state = state["rng"]
         self.batches_seen = int(state["batches_seen"])
         self.pretrained = bool(state["pretrained"])
+
+
+def evaluator_lm_options(config: LMEvaluatorConfig, corpus_kind: str) -> LMConfig:
+    """The evaluator's LM options with the unset ones resolved for a corpus of ``corpus_kind``: an
+    ``slm`` without context gets, on a word list, the priced lexicon of ``segrl lm train``
+    (``SLM_LEXICON_SIZE`` entries, ``LEXICON_COST``), on running text no lexicon; then
+    ``resolve_lm_config`` (the length penalty)."""
+    options = lm_config(config)
+    changes: dict[str, Any] = {}
+    if options.lexicon_size is None and corpus_kind != "words":
+        changes["lexicon_size"] = 0
+    if options.lexicon_cost is None:
+        lexicon = changes.get("lexicon_size", options.lexicon_size) != 0
+        changes["lexicon_cost"] = LEXICON_COST if lexicon else 0.0
+    return resolve_lm_config(replace(options, **changes), corpus_kind)
 
 
 class PosteriorTeacher:

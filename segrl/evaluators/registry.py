@@ -49,10 +49,14 @@ class LMEvaluatorConfig(LMConfig):
     context: LMContext = "none"
     hidden_dim: int = 128
     speller_dim: int = 128
-    lexicon_size: int | None = 0
-    """No lexicon by default: the agent, distilling an LM with one, splits far less than the LM
-    on rare words and lost boundary F1 in Spanish, Czech and Hungarian (docs/results.md); None:
-    ``segrl.lm.config.SLM_LEXICON_SIZE``, as ``segrl lm train``."""
+    lexicon_size: int | None = None
+    """None: by the corpus (``evaluator_lm_options``): on a word list ``SLM_LEXICON_SIZE`` entries
+    whose spelling costs ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none
+    (there the lexicon-free LM's posterior in the sentence is the better teacher;
+    docs/studies/2026-11-26-teacher.md). 0: no lexicon."""
+    lexicon_cost: float | None = None
+    """As ``segrl.lm.LMConfig.lexicon_cost``; None: ``LEXICON_COST`` where the resolved lexicon
+    has entries, else 0."""
     reward: LMReward | None = None
     """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,

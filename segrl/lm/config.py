@@ -97,7 +97,7 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}max_segment_length must be at least 1, got {self.max_segment_length}"
             )
-        if self.lexicon_cost < 0:
+        if self.lexicon_cost is not None and self.lexicon_cost < 0:
             raise ConfigError(f"{prefix}lexicon_cost must be at least 0, got {self.lexicon_cost}")
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
