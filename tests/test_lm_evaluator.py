@@ -434,3 +434,33 @@ def test_the_posterior_reward_reads_words_alone_only_with_a_lexicon(one_thread):
     sentence = evaluator.lm.boundary_posteriors(chars)
     words = evaluator.lm.word_boundary_posteriors(chars)
     assert not torch.allclose(sentence, words, atol=1e-3)  # the two readings differ
+
+
+def test_the_description_length_reward_prices_the_batchs_lexicon(trained):
+    """A split whose parts other words of the batch reuse is cheaper to keep than one whose parts
+    no other word uses: the lexicon's part of the reward, by hand, and the whole reward is the
+    flip reward plus it."""
+    from segrl.evaluators.lm import lexicon_flip_costs
+
+    evaluator, vocab, _good = trained
+    batch = encode_segmentation_batch(vocab, ["walked", "jumped", "talks"])
+    decisions = np.zeros(batch.decisions.shape, dtype=np.int64)
+    decisions[0, 3] = decisions[1, 3] = decisions[2, 3] = SPLIT  # walk|ed jump|ed talk|s
+    batch = batch.with_decisions(decisions)
+    costs = lexicon_flip_costs(batch, cost=3.0)
+    # walk|ed -> walked: "walk" leaves the lexicon (-3 * 5), "ed" stays (jump|ed), "walked" enters
+    assert costs[0, 3] == pytest.approx(3.0 * 7 - 3.0 * 5)
+    # talk|s -> talks: "talk" and "s" leave (-15, -6), "talks" enters (+18)
+    assert costs[2, 3] == pytest.approx(3.0 * 6 - 3.0 * 5 - 3.0 * 2)
+    # wa|lk|ed from walk|ed: "walk" leaves (-15), "wa" and "lk" enter (+9 each)
+    assert costs[0, 1] == pytest.approx(3.0 * 3 + 3.0 * 3 - 3.0 * 5)
+    assert (costs[:, 5:] == 0).all() and lexicon_flip_costs(batch, cost=0.0).sum() == 0
+    saved = evaluator.config, evaluator.action_variant, evaluator.lm.config.lexicon_cost
+    try:
+        evaluator.lm.config.lexicon_cost = 3.0
+        evaluator.config, evaluator.action_variant = saved[0], "flip"
+        flip = evaluator.action_rewards(batch)
+        evaluator.action_variant = "description-length"
+        np.testing.assert_allclose(evaluator.action_rewards(batch), flip + costs)
+    finally:
+        evaluator.config, evaluator.action_variant, evaluator.lm.config.lexicon_cost = saved

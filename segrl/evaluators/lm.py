@@ -38,6 +38,12 @@ Per-action (``action_rewards``, ``[B, P]``, nats):
 - ``incremental``: ``log p(segment closed at i) / |X|``: the log-probability of the segment whose
   last character is ``i`` (the text's last segment at its last position); 0 where no segment
   closes. Causal, and a row sums to the ``likelihood`` score.
+- ``description-length``: how much longer the whole batch's two-part code would be with decision
+  i flipped: ``flip`` (the corpus's part, ``-log p(X, S)`` under the LM) plus the change in the
+  batch's lexicon, whose distinct segments each cost ``lexicon_cost`` nats per character (and one
+  for its end) once, however many texts of the batch use them (Morfessor's two-part code over the
+  batch). A reward of the whole batch: splitting a word where other words of the batch reuse the
+  parts is cheaper than where they do not, which no reading of one word alone can tell.
 
 Rewards that read ``pi`` (``entropy``, ``marginal``, ``space-penalty`` with ``gamma > 0``,
 ``resample``) need ``SegmentationBatch.policy_probs``, which the sentence-level learners fill with
@@ -51,7 +57,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -217,10 +223,12 @@ class LMEvaluator(Evaluator):
                 require_slm(self.lm, "the posterior reward")
                 log_odds = self.teacher.log_odds(batch)
                 rewards = np.where(batch.splits, log_odds, -log_odds)
-            else:  # flip, resample
+            else:  # flip, resample, description-length
                 rewards = _to_positions(self.lm.flip_scores(segmented).double(), batch)
                 if variant == "resample":
                     rewards = rewards * self._redraw_changes(batch)
+                elif variant == "description-length":
+                    rewards = rewards + lexicon_flip_costs(batch, self.lm.config.lexicon_cost)
         rewards = np.clip(rewards, -MAX_NATS, MAX_NATS)
         return np.where(batch.free_mask, rewards, 0.0)
 
@@ -380,6 +388,33 @@ class PosteriorTeacher:
         if not isinstance(lm, SLM):
             raise ModelError(f"{path}: the teacher's language model is not an slm")
         return cls(lm, words_alone, floor)
+
+
+def lexicon_flip_costs(batch: SegmentationBatch, cost: float) -> np.ndarray:
+    """[B, P] nats: how much the batch's lexicon (its distinct segments other than spaces, each
+    costing ``cost * (|m| + 1)`` once) grows when decision i alone is flipped; 0 at padding and
+    forced positions."""
+    out = np.zeros(batch.decisions.shape)
+    if not cost:
+        return out
+    segmentations = batch.segmentations()
+    counts = Counter(m for segments in segmentations for m in segments if m != " ")
+    for row, text in enumerate(batch.texts):
+        ends = (
+            np.flatnonzero(batch.splits[row, : len(text) - 1]) + 1
+        )  # segment ends before the last
+        for i in np.flatnonzero(batch.free_mask[row]):
+            start = int(ends[ends <= i].max(initial=0))
+            after = ends[ends > i + 1]
+            end = int(after.min()) if after.size else len(text)
+            left, right = text[start : i + 1], text[i + 1 : end]
+            parts, whole = Counter([left, right]), Counter([left + right])
+            removed, added = (parts, whole) if batch.splits[row, i] else (whole, parts)
+            for m in removed.keys() | added.keys():
+                before = counts[m]
+                now = before - removed[m] + added[m]
+                out[row, i] += cost * (len(m) + 1) * ((now > 0) - (before > 0))
+    return out
 
 
 def _examples(batch: SegmentationBatch) -> list[tuple[str, list[str]]]:

@@ -26,12 +26,12 @@ EVALUATORS: dict[str, str] = {
 }
 
 LMSequenceReward = Literal["likelihood", "entropy", "marginal", "space-penalty"]
-LMPerActionReward = Literal["posterior", "flip", "resample", "incremental"]
+LMPerActionReward = Literal["posterior", "flip", "resample", "incremental", "description-length"]
 LMReward = Literal[LMSequenceReward, LMPerActionReward]
 LM_SEQUENCE_REWARDS: tuple[str, ...] = typing.get_args(LMSequenceReward)
 LM_PER_ACTION_REWARDS: tuple[str, ...] = typing.get_args(LMPerActionReward)
 """The LM evaluator's rewards by reward mode, the default first (``segrl.evaluators.lm`` defines them)."""
-MIRRORED_LM_REWARDS = ("posterior", "flip")
+MIRRORED_LM_REWARDS = ("posterior", "flip", "description-length")
 """Per-action LM rewards whose other action is rewarded with minus the reward: the posterior
 log-odds and the flip score (``resample`` is 0 where the redraw agrees, ``incremental`` is no
 log-ratio)."""
@@ -60,7 +60,8 @@ class LMEvaluatorConfig(LMConfig):
     reward: LMReward | None = None
     """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,
-    ``resample``, ``incremental``. None: the first of the reward mode's list."""
+    ``resample``, ``incremental``, ``description-length``. None: the first of the reward mode's
+    list."""
     objective: LMObjective = "marginal"
     """How the LM learns from the agent's texts: ``joint`` (``-log p(X, S)`` under the agent's
     segmentations, the study's co-training) or ``marginal`` (``-log p(X)`` over all segmentations,
