@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
 from segrl.errors import DataError
+from segrl.formats import MIN_COVERAGE
 from segrl.metrics import (
     BOUNDARY_F1,
     BOUNDARY_PRECISION,
@@ -38,6 +39,10 @@ class GoldScores:
     metrics: dict[str, float]
     fingerprint: str
     """``segrl.data.gold.gold_fingerprint`` of the gold set."""
+    size: int
+    """The gold set's words."""
+    covered: int
+    """The gold words scored (all of them, but for a predictions file)."""
 
 
 def gold_label(path: str | None) -> str:
@@ -53,20 +58,28 @@ def evaluate_model(model: str, golds: Sequence[str | None]) -> list[GoldScores]:
     for path in golds:
         gold = load_gold(path)
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold)
-        out.append(GoldScores(gold_label(path), metrics, gold_fingerprint(gold)))
+        out.append(
+            GoldScores(gold_label(path), metrics, gold_fingerprint(gold), len(gold), len(gold))
+        )
     return out
 
 
 def evaluate_predictions(
-    predictions: str, golds: Sequence[str | None], fmt: str = "auto", separator: str = "-"
+    predictions: str,
+    golds: Sequence[str | None],
+    fmt: str = "auto",
+    separator: str = "-",
+    min_coverage: float = MIN_COVERAGE,
 ) -> list[GoldScores]:
     """A predictions file on each gold file: the gold words it segments are scored (lower-cased, as
-    gold files are read); ``covered_fraction`` says how many of them it has."""
+    gold files are read); ``covered_fraction`` says how many of them it has, and a gold file of
+    which it segments less than ``min_coverage`` (or none) is a ``DataError``."""
     from segrl.data.corpus import read_lines
     from segrl.formats import read_predictions
 
+    lines = list(read_lines(predictions))
     predicted: dict[str, list[str]] = {}
-    for word, morphs in read_predictions(read_lines(predictions), fmt, separator):
+    for word, morphs in read_predictions(lines, fmt, separator):
         predicted.setdefault(word.lower(), [m.lower() for m in morphs])
     if not predicted:
         raise DataError(f"{predictions}: no segmentations in it")
@@ -74,15 +87,32 @@ def evaluate_predictions(
     for path in golds:
         gold = load_gold(path)
         covered: list[GoldWord] = [g for g in gold if g.word in predicted]
-        if not covered:
+        if not covered or len(covered) / len(gold) < min_coverage:
             raise DataError(
-                f"{predictions}: segments none of the {len(gold)} words of {gold_label(path)}; give "
-                "the predictions for that gold file's words"
+                f"{predictions}: segments {len(covered)} of the {len(gold)} words of "
+                f"{gold_label(path)} ({len(covered) / len(gold):.1%}, below --min-coverage "
+                f"{min_coverage:g}) {_format_read([t for _, _, t in lines], fmt, separator)}; give "
+                "the predictions for that gold file's words, the format with --predictions-format, "
+                "or a lower --min-coverage"
             )
         metrics = segmentation_metrics([predicted[g.word] for g in covered], covered)
         metrics[COVERED] = len(covered) / len(gold)
-        out.append(GoldScores(gold_label(path), metrics, gold_fingerprint(gold)))
+        out.append(
+            GoldScores(gold_label(path), metrics, gold_fingerprint(gold), len(gold), len(covered))
+        )
     return out
+
+
+def _format_read(texts: Sequence[str], fmt: str, separator: str) -> str:
+    """How the predictions were read, and the marker that chose the format (for an error)."""
+    from segrl.formats import detect_predictions_format
+
+    found, marker = detect_predictions_format(texts, separator)
+    if fmt == "auto":
+        return f"read as {found} (saw {marker!r})"
+    if found != fmt:
+        return f"read as --predictions-format {fmt}, though it looks {found} (saw {marker!r})"
+    return f"read as --predictions-format {fmt}"
 
 
 def print_scores(name: str, results: Sequence[GoldScores]) -> None:
@@ -105,7 +135,7 @@ def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment
     from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_TAG
 
     for r in results:
-        params = {"source": source}
+        params = {"source": source, "gold.words": str(r.size), "gold.covered": str(r.covered)}
         if not r.gold.startswith("bundled:"):
             params["gold.path"] = r.gold
         with start_run(params, experiment, name):

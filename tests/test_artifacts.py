@@ -8,6 +8,7 @@ import io
 import sys
 import tempfile
 
+import morfessor
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -84,6 +85,14 @@ def test_a_baseline_run_is_an_mlflow_model_round_trip(
     counts.write_text("12 ab\n3 cd\n", encoding="utf-8")
     assert main(["segment", "--model", uri, str(counts), "--format", "sigmorphon"]) == 0
     assert capsys.readouterr().out == "ab\ta @@b\t12\ncd\tc @@d\t3\n"
+    # counted words are Morfessor's segmentation file, which Morfessor's own reader reads back
+    assert main(["segment", "--model", uri, str(counts), "--format", "morfessor"]) == 0
+    segmentations = mlflow_store / "segmentations.txt"
+    segmentations.write_text(capsys.readouterr().out, encoding="utf-8")
+    assert list(morfessor.MorfessorIO().read_segmentation_file(str(segmentations))) == [
+        (12, "ab", ("a", "b")),
+        (3, "cd", ("c", "d")),
+    ]
 
     _stdin(monkeypatch, "the cats sat\nno  way\n")
     assert main(["segment", "--model", "models:/chars/1", "--input-format", "text"]) == 0
@@ -148,7 +157,56 @@ def test_evaluate_scores_predictions_and_a_model_and_logs_them(
     empty = mlflow_store / "other.txt"
     empty.write_text("cat\n", encoding="utf-8")
     code = main(["evaluate", "--predictions", str(empty), "--gold", str(gold)])
-    assert code == EXIT_USER_ERROR and "segments none of the 3 words" in capsys.readouterr().err
+    assert code == EXIT_USER_ERROR and "segments 0 of the 3 words" in capsys.readouterr().err
+
+
+def test_evaluate_reads_the_segmentation_file_morfessor_writes(mlflow_store, capsys):
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\t010\njumps\tjump @@s\t010\nhome\thome\t000\n", "utf-8")
+    predictions = mlflow_store / "morfessor.segmentations"
+    segmentations = [
+        (5, "walked", ("walk", "ed")),
+        (2, "jumps", ("ju", "mps")),
+        (1, "home", ("home",)),
+    ]
+    morfessor.MorfessorIO().write_segmentation_file(str(predictions), segmentations)
+    assert predictions.read_text("utf-8").splitlines()[1:] == [
+        "5 walk + ed",
+        "2 ju + mps",
+        "1 home",
+    ]
+    assert main(["evaluate", "--predictions", str(predictions), "--gold", str(gold)]) == 0
+    assert "boundary P/R/F1 0.500 / 0.500 / 0.500, morph F1 0.600" in capsys.readouterr().out
+
+
+def test_evaluate_tells_the_formats_apart_and_refuses_a_small_coverage(mlflow_store, capsys):
+    gold = mlflow_store / "gold.tsv"
+    words = ["unexpectedly\tun @@expect @@ed @@ly", "walked\twalk @@ed", "jumps\tjump @@s"]
+    gold.write_text("\n".join([*words, "home\thome"]) + "\n", "utf-8")
+    forms = {
+        "separator": "un-expect-ed-ly\nwalk-ed\njump-s\nhome\n",
+        "sentencepiece": "▁un expect ed ly ▁walk ed\n▁jump s ▁home\n",
+        "bpe": "un@@ expect@@ ed@@ ly walk@@ ed\njump@@ s home\n",
+    }
+    for name, text in forms.items():
+        predictions = mlflow_store / f"{name}.txt"
+        predictions.write_text(text, encoding="utf-8")
+        assert main(["evaluate", "--predictions", str(predictions), "--gold", str(gold)]) == 0
+        assert "boundary P/R/F1 1.000 / 1.000 / 1.000" in capsys.readouterr().out, name
+
+    predictions = mlflow_store / "one.txt"
+    predictions.write_text("un-expect-ed-ly\nwell-known\n", encoding="utf-8")
+    assert main(["evaluate", "--predictions", str(predictions), "--gold", str(gold)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"segrl: error: {predictions}: segments 1 of the 4 words of {gold} (25.0%, below "
+        "--min-coverage 0.5) read as separator (saw '-'); give the predictions for that gold "
+        "file's words, the format with --predictions-format, or a lower --min-coverage"
+    ]
+    args = ["--predictions", str(predictions), "--gold", str(gold), "--min-coverage", "0.25"]
+    assert main(["evaluate", *args, "--log", "--name", "partial"]) == 0
+    assert "(1 words, 25.0% of gold words covered)" in capsys.readouterr().out
+    main(["compare"])
+    assert f"gold {gold} (1 of 4 words)" in capsys.readouterr().out
 
 
 def test_predictions_formats_read_back_what_segment_writes():
@@ -178,9 +236,22 @@ def test_predictions_formats_read_back_what_segment_writes():
         ("1990s", ["1990", "s"]),
         ("walked", ["walk", "ed"]),
     ]
+    # Morfessor's ' + ' between morphs, SentencePiece's '▁' and subword-nmt's '@@' are told apart
+    assert list(read_predictions([("p", 1, "# Morfessor"), ("p", 2, "3 1990 + s")])) == [
+        ("1990s", ["1990", "s"])
+    ]
+    assert list(read_predictions([("p", 1, "▁the ▁ cat s")])) == [
+        ("the", ["the"]),
+        ("cats", ["cat", "s"]),
+    ]
+    assert list(read_predictions([("p", 1, "the cat@@ s")])) == [
+        ("the", ["the"]),
+        ("cats", ["cat", "s"]),
+    ]
     with pytest.raises(DataError, match="p:1: the morphs 'walk e' do not spell 'walked'"):
         list(read_predictions([("p", 1, "walked\twalk @@e")]))
-    assert format_word("cats", ["cat", "s"], "morfessor", count=4) == "4 cat s"
+    assert format_word("cats", ["cat", "s"], "morfessor", count=4) == "4 cat + s"
+    assert format_word("cats", ["cat", "s"], "morfessor") == "cat s"
     assert format_word("cats", ["cat", "s"], "sigmorphon") == "cats\tcat @@s"
     assert format_sentence("a cats", ["a", " ", "cat", "s"], "separator", "+") == "a cat+s"
     assert split_words(["the c", "at", " ", "s"]) == [["the"], ["c", "at"], ["s"]]

@@ -397,6 +397,30 @@ CASES = [
         _too_long,
         "longer than the file system allows",
     ),
+    (
+        "evaluate-predictions-cover-little-gold",
+        ["evaluate", "--predictions", "{f}"],
+        _file("pred.txt", b"anti-cataplectic-s\nhaberdash-ed\n"),
+        "(0.0%, below --min-coverage 0.5) read as separator (saw '-')",
+    ),
+    (
+        "evaluate-predictions-format-misread",
+        ["evaluate", "--predictions", "{f}", "--predictions-format", "sigmorphon"],
+        _file("pred.txt", b"un@@ expect@@ ed@@ ly\n"),
+        "which looks bpe (saw '@@'); give that --predictions-format",
+    ),
+    (
+        "evaluate-predictions-format-other",
+        ["evaluate", "--predictions", "{f}", "--predictions-format", "morfessor"],
+        _file("pred.txt", b"anti-cataplectic-s\nhaberdash-ed\n"),
+        "read as --predictions-format morfessor, though it looks separator (saw '-')",
+    ),
+    (
+        "evaluate-min-coverage",
+        ["evaluate", "--predictions", "{f}", "--min-coverage", "50"],
+        _file("pred.txt", b"walk ed\n"),
+        "--min-coverage 50: give a fraction from 0 to 1",
+    ),
     ("train-out-name-too-long", ["train", "--out", "{f}/run"], _too_long, "--out"),
     ("segment-threads", ["segment", "--model", "m", "--threads", "0"], None, "--threads"),
     (

@@ -19,7 +19,7 @@ STDIN = "<stdin>"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from segrl.formats import OUTPUT_FORMATS, PREDICTION_FORMATS
+    from segrl.formats import MIN_COVERAGE, OUTPUT_FORMATS, PREDICTION_FORMATS
 
     parser = subparsers.add_parser(
         "segment",
@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--format",
         choices=OUTPUT_FORMATS,
-        help="morfessor ('un expected ly'; the default for words), sigmorphon ('word<TAB>un "
+        help="morfessor ('un expected ly', counted '12 un + expected + ly' as Morfessor's "
+        "segmentation files; the default for words), sigmorphon ('word<TAB>un "
         "@@expected @@ly'; the default for text) or separator ('un-expected-ly', see --separator)",
     )
     parser.add_argument("--separator", default="-", help="the separator of --format separator")
@@ -63,10 +64,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--predictions-format",
         choices=PREDICTION_FORMATS,
         default="auto",
-        help="auto (sigmorphon where a line has a tab, else morfessor), morfessor, sigmorphon, "
-        "separator",
+        help="auto (sigmorphon where a line has a tab; else told by its marks: '▁' sentencepiece, "
+        "'@@' bpe, ' + ' or spaces morfessor, --separator in lone words separator), morfessor, "
+        "sigmorphon, separator, sentencepiece, bpe",
     )
     evaluate.add_argument("--separator", default="-", help="the separator of a separator format")
+    evaluate.add_argument(
+        "--min-coverage",
+        type=float,
+        default=MIN_COVERAGE,
+        metavar="F",
+        help="the smallest fraction of a gold file's words the predictions must segment to be "
+        f"scored (default {MIN_COVERAGE:g})",
+    )
     evaluate.add_argument(
         "--gold", action="append", metavar="FILE", help="a gold file (repeat for several)"
     )
@@ -169,8 +179,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         results = evaluate_model(args.model, golds)
         name = args.name or _model_name(args.model)
     else:
+        if not 0 <= args.min_coverage <= 1:
+            raise DataError(f"--min-coverage {args.min_coverage:g}: give a fraction from 0 to 1")
         results = evaluate_predictions(
-            args.predictions, golds, args.predictions_format, args.separator
+            args.predictions, golds, args.predictions_format, args.separator, args.min_coverage
         )
         name = args.name or Path(args.predictions).name
     print_scores(name, results)

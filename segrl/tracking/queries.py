@@ -61,7 +61,8 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
 
 def run_data_labels(params: Mapping[str, str], kind: str) -> tuple[str, str]:
     """(corpus, gold) of a run, from the options it logged: the corpus (with its size and format
-    options where they are not the defaults) and the gold file (with its sample size)."""
+    options where they are not the defaults) and the gold file (with its sample size, or the part
+    of it a predictions file covered)."""
     if kind == "evaluated":  # scored after the fact: its training corpus is not known here
         corpus = "(scored by segrl evaluate)"
     else:
@@ -72,6 +73,8 @@ def run_data_labels(params: Mapping[str, str], kind: str) -> tuple[str, str]:
     gold = _unset(params.get("gold.path")) or "bundled"
     if _unset(params.get("gold.max_words")):
         gold += f" ({params['gold.max_words']} words)"
+    if "gold.covered" in params and params["gold.covered"] != params.get("gold.words"):
+        gold += f" ({params['gold.covered']} of {params['gold.words']} words)"
     return corpus, gold
 
 
