@@ -17,6 +17,8 @@ KIND_TAG = "segrl.kind"
 """What produced a segmenter run: ``baseline``, ``agent``, ``units``."""
 CORPUS_TAG, CORPUS_FINGERPRINT_TAG = "segrl.corpus", "segrl.corpus_fingerprint"
 GOLD_TAG, GOLD_FINGERPRINT_TAG = "segrl.gold", "segrl.gold_fingerprint"
+CORPUS_LANGUAGE_TAG, GOLD_LANGUAGE_TAG = "segrl.corpus_language", "segrl.gold_language"
+"""ISO 639-3 codes, or ``unknown`` (``segrl.data.languages``)."""
 RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"
 """A JSON object of tags that every run this process starts gets too (``segrl bench`` sets it for
 its cells: language, system, seed, corpus and gold hashes)."""
