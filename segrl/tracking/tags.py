@@ -14,7 +14,8 @@ from segrl.version import __version__
 
 SEGMENTER_TAG = "segrl.segmenter"
 KIND_TAG = "segrl.kind"
-"""What produced a segmenter run: ``baseline``, ``agent``, ``units``."""
+RUN_KINDS = ("baseline", "agent", "lm", "units", "evaluated")
+"""The values of ``KIND_TAG``: what produced a segmenter run (``evaluated``: ``segrl evaluate``)."""
 CORPUS_TAG, CORPUS_FINGERPRINT_TAG = "segrl.corpus", "segrl.corpus_fingerprint"
 GOLD_TAG, GOLD_FINGERPRINT_TAG = "segrl.gold", "segrl.gold_fingerprint"
 CORPUS_LANGUAGE_TAG, GOLD_LANGUAGE_TAG = "segrl.corpus_language", "segrl.gold_language"
