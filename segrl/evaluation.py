@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
+from segrl.data.languages import gold_language
 from segrl.errors import DataError
 from segrl.formats import MIN_COVERAGE
 from segrl.metrics import (
@@ -121,7 +122,7 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
         m = r.metrics
         covered = f", {m[COVERED]:.1%} of gold words covered" if COVERED in m else ""
         print(
-            f"[{name}] {r.gold}: boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "
+            f"[{name}] {r.gold} ({gold_language(r.gold)}): boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "
             f"{m[BOUNDARY_RECALL]:.3f} / {m[BOUNDARY_F1]:.3f}, morph F1 {m[MORPH_F1]:.3f}, "
             f"units/char {m[UNITS_PER_CHAR]:.3f} ({m[GOLD_WORDS]:.0f} words{covered})",
             flush=True,
@@ -132,12 +133,18 @@ def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment
     """One MLflow run per gold file, a segmenter of kind ``evaluated`` that ``segrl compare`` shows
     beside the trained ones (grouped by its gold file)."""
     from segrl.tracking.runs import log_segmenter, set_tags, start_run
-    from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_TAG
+    from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG
 
     for r in results:
         params = {"source": source, "gold.words": str(r.size), "gold.covered": str(r.covered)}
         if not r.gold.startswith("bundled:"):
             params["gold.path"] = r.gold
         with start_run(params, experiment, name):
-            set_tags({GOLD_TAG: r.gold, GOLD_FINGERPRINT_TAG: r.fingerprint})
+            set_tags(
+                {
+                    GOLD_TAG: r.gold,
+                    GOLD_FINGERPRINT_TAG: r.fingerprint,
+                    GOLD_LANGUAGE_TAG: gold_language(r.gold),
+                }
+            )
             log_segmenter(name, EVALUATED_KIND, r.metrics)

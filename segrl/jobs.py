@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -409,8 +410,13 @@ class Job:
         or ``finish_early``), checkpointed."""
         self.step = step
         if self.progress is None:
-            self.progress = tqdm(
-                total=self.steps, initial=step - 1, desc=self.desc, unit="step", leave=False
+            self.progress = tqdm(  # disable=None: no bar where stderr is not a terminal
+                total=self.steps,
+                initial=step - 1,
+                desc=self.desc,
+                unit="step",
+                leave=False,
+                disable=None,
             )
         self.progress.update(1)
         for key, value in stats.items():
@@ -456,10 +462,15 @@ class Job:
         self.run.save(step=self.step, elapsed_seconds=self.train_seconds, **self.save_state())
 
     def _show(self, values: Mapping[str, float]) -> None:
-        shown = {k: f"{values[k]:.3f}" for k in self.show if k in values}
-        if shown and self.progress is not None:
-            self._shown.update(shown)
+        """The shown values beside the bar; without a bar (a log file), one plain line each time."""
+        self._shown.update({k: f"{values[k]:.3f}" for k in self.show if k in values})
+        if self.progress is None:
+            return
+        if not self.progress.disable:
             self.progress.set_postfix(self._shown)
+            return
+        shown = "".join(f", {k}={v}" for k, v in self._shown.items())
+        print(f"{self.desc}: step {self.step}/{self.steps}{shown}", file=sys.stderr, flush=True)
 
     def close_progress(self) -> None:
         if self.progress is not None:

@@ -6,6 +6,8 @@
   the longest common subsequence of the predicted and gold morph sequences counts as correct morphs;
   micro over morphs). Unlike boundary F1, a word left whole scores one correct morph when the gold
   leaves it whole too, and one predicted and one gold morph when it does not.
+- ``word_averaged_boundary_prf``: boundary precision/recall averaged over words, as Morfessor's own
+  evaluation computes them (every word weighs the same; logged as ``bpr_*``).
 - ``word_boundary_prf``: the same against word boundaries, for segmentations of text with spaces hidden.
 - ``segment_matching_prf``: the segment-matching P/R/F1 used for units read off attention maps (each
   segment/word pair scored by the length of their longest common substring, a one-to-one Hungarian
@@ -38,6 +40,10 @@ BOUNDARY_PRECISION = "boundary_precision"
 BOUNDARY_RECALL = "boundary_recall"
 BOUNDARY_F1 = "boundary_f1"
 UNITS_PER_CHAR = "units_per_char"
+"""Units per character of held-out corpus text where the segmenter's run has it (training), of the
+gold words where it does not (``segrl evaluate``)."""
+GOLD_UNITS_PER_CHAR = "gold_units_per_char"
+"""Units per character of the gold words, whatever the run: the one to compare across runs."""
 WORD_BOUNDARY_F1 = "word_boundary_f1"
 SEGMENT_PRECISION = "segment_precision"
 SEGMENT_RECALL = "segment_recall"
@@ -45,6 +51,9 @@ SEGMENT_F1 = "segment_f1"
 MORPH_PRECISION = "morph_precision"
 MORPH_RECALL = "morph_recall"
 MORPH_F1 = "morph_f1"
+BPR_PRECISION = "bpr_precision"
+BPR_RECALL = "bpr_recall"
+BPR_F1 = "bpr_f1"
 BITS_PER_CHAR = "bits_per_char"
 GOLD_WORDS = "gold_words"
 F1_BY_LENGTH = "boundary_f1_by_length/"
@@ -56,6 +65,8 @@ COMPARE_COLUMNS = (
     BOUNDARY_PRECISION,
     BOUNDARY_RECALL,
     BOUNDARY_F1,
+    BPR_F1,
+    MORPH_F1,
     UNITS_PER_CHAR,
     WORD_BOUNDARY_F1,
     SEGMENT_F1,
@@ -118,6 +129,37 @@ def boundary_prf(
         n_predicted += len(pred)
         n_gold += best[2]
     return prf_from_counts(hits, n_predicted, n_gold)
+
+
+def word_averaged_boundary_prf(
+    predicted: Sequence[Sequence[str]], gold: Sequence[Sequence[Sequence[str]]]
+) -> PRF:
+    """Boundary P/R/F1 averaged over words, as Morfessor's evaluation (``morfessor-evaluate``,
+    ``morfessor.evaluation``) computes them.
+
+    Per word, precision is the fraction of its predicted boundaries in a gold analysis and recall the
+    fraction of a gold analysis's boundaries predicted, each the best over the alternatives
+    (separately); either is 1.0 where it has no boundaries to check. Both are averaged over the
+    words, a one-letter word counting as 0 in both (as Morfessor counts it), and F1 is taken of the
+    averages. Every word weighs the same, where ``boundary_prf`` weighs each by its boundaries.
+
+        >>> word_averaged_boundary_prf([["jump", "s"]], [[["jumps"]]]).recall
+        1.0
+    """
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold items")
+    if not predicted:
+        return PRF(1.0, 1.0, 1.0)
+    precision_sum = recall_sum = 0.0
+    for segments, alternatives in zip(predicted, gold, strict=True):
+        if len("".join(segments)) < 2:
+            continue
+        pred = boundaries_of(segments)
+        refs = [boundaries_of(analysis) for analysis in alternatives]
+        precision_sum += max(len(pred & ref) / len(pred) if pred else 1.0 for ref in refs)
+        recall_sum += max(len(pred & ref) / len(ref) if ref else 1.0 for ref in refs)
+    precision, recall = precision_sum / len(predicted), recall_sum / len(predicted)
+    return PRF(precision, recall, _f1(precision, recall))
 
 
 def morph_prf(predicted: Sequence[Sequence[str]], gold: Sequence[Sequence[Sequence[str]]]) -> PRF:
@@ -232,13 +274,16 @@ def segmentation_metrics(
     gold: Sequence,
     text_predictions: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, float]:
-    """The standard metrics of a segmenter: boundary P/R/F1 of its segmentations of the gold words
-    (``gold`` is a sequence of ``GoldWord``), and units per character of its segmentation of running
-    text (``text_predictions``; the gold words when not given)."""
+    """The standard metrics of a segmenter: boundary P/R/F1 (micro and word-averaged) and morph P/R/F1
+    of its segmentations of the gold words (``gold`` is a sequence of ``GoldWord``), units per
+    character of those (``gold_units_per_char``) and of its segmentation of running text
+    (``units_per_char``: ``text_predictions``; the gold words when not given)."""
     analyses = [g.analyses for g in gold]
     prf = boundary_prf(gold_predictions, analyses)
     morphs = morph_prf(gold_predictions, analyses)
-    units = units_per_char(text_predictions if text_predictions is not None else gold_predictions)
+    per_word = word_averaged_boundary_prf(gold_predictions, analyses)
+    gold_units = units_per_char(gold_predictions)
+    units = units_per_char(text_predictions) if text_predictions is not None else gold_units
     by_length = {}
     for low, high in LENGTH_GROUPS:
         rows = [
@@ -255,9 +300,13 @@ def segmentation_metrics(
         BOUNDARY_PRECISION: prf.precision,
         BOUNDARY_RECALL: prf.recall,
         UNITS_PER_CHAR: units,
+        GOLD_UNITS_PER_CHAR: gold_units,
         MORPH_F1: morphs.f1,
         MORPH_PRECISION: morphs.precision,
         MORPH_RECALL: morphs.recall,
+        BPR_F1: per_word.f1,
+        BPR_PRECISION: per_word.precision,
+        BPR_RECALL: per_word.recall,
         GOLD_WORDS: float(len(gold)),
         **by_length,
     }

@@ -206,7 +206,7 @@ def test_evaluate_tells_the_formats_apart_and_refuses_a_small_coverage(mlflow_st
     assert main(["evaluate", *args, "--log", "--name", "partial"]) == 0
     assert "(1 words, 25.0% of gold words covered)" in capsys.readouterr().out
     main(["compare"])
-    assert f"gold {gold} (1 of 4 words)" in capsys.readouterr().out
+    assert f"gold {gold} (unknown, 1 of 4 words)" in capsys.readouterr().out
 
 
 def test_predictions_formats_read_back_what_segment_writes():

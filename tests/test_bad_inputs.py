@@ -266,6 +266,19 @@ CASES = [
     ("toml-typo", ["baseline", "--config", "{f}"], _file("t.toml", b"methd = 'bpe'\n"), "methd"),
     ("wordfreq-unknown-language", ["data", "--corpus", "wordfreq:xx"], None, "no list for"),
     (
+        "compare-unknown-kind",
+        ["compare", "--kind", "foo"],
+        None,
+        "--kind must be one of: baseline, agent, lm, units, evaluated; got 'foo'",
+    ),
+    (
+        "corpus-language-not-the-bundled-gold's",
+        ["baseline", "--method", "characters", "--corpus", "wordfreq:fi", "--max-words", "300"],
+        None,
+        "wordfreq:fi: the corpus is in fin but the bundled gold set is in eng; give a gold set in "
+        "fin with --gold FILE",
+    ),
+    (
         "store-artifacts-unwritable",
         ["baseline", "--method", "characters", "--corpus", "{corpus}", *SMALL],
         _store_with_unwritable_artifacts,

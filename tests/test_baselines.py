@@ -56,6 +56,18 @@ def test_morfessor_cache_is_reused_and_repaired(corpus, tmp_path):
     assert third.segment_words(WORDS) == first.segment_words(WORDS)
 
 
+def test_reading_the_morfessor_cache_closes_its_file(corpus, tmp_path):
+    import gc
+    import warnings
+
+    MorfessorSegmenter(cache_dir=str(tmp_path)).train(corpus)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert MorfessorSegmenter(cache_dir=str(tmp_path)).train(corpus).from_cache
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
 def test_trivial_segmenters(corpus):
     assert CharacterSegmenter().train(corpus).segment("cat") == ["c", "a", "t"]
     assert WordSegmenter().train(corpus).segment("cat") == ["cat"]

@@ -128,6 +128,7 @@ def test_cell_command_lines(tmp_path):
 def _result(system, seed, f1, p=0.5, r=0.5, u=0.3, status="done"):
     return {
         "language": "en",
+        "gold_language": "eng",
         "system": system,
         "seed": seed,
         "status": status,
@@ -153,8 +154,11 @@ def test_summary_means_and_standard_deviations():
     assert a["boundary_f1_sd"] == pytest.approx(0.1)  # sample sd of 0.4, 0.5, 0.6
     assert b["n_seeds"] == 1 and b["failed"] == 1 and b["boundary_f1_sd"] == 0.0
     text = format_text(rows)
+    assert text.startswith("== en (gold: eng)\n")
     assert "b (1 failed) *" in text and "0.500 ± 0.100" in text and "(1 failed)" in text
-    assert "**0.700**" in format_markdown(rows)
+    markdown = format_markdown(rows)
+    assert "### en (gold: eng)" in markdown
+    assert "| **b (1 failed)** | 1 | 0.500 | 0.500 | **0.700** | - | - | 0.300 |" in markdown
 
 
 def _runs(experiment: str) -> list:
@@ -176,7 +180,7 @@ def test_bench_runs_logs_and_resumes(mlflow_store, tmp_path, capsys):
     args = ["bench", "--suite", str(suite), "--out", str(out), "--workers", "2"]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "== en" in printed and "characters" in printed
+    assert "== en (gold: eng)" in printed and "characters" in printed
     rows = list(csv.DictReader((out / "results.csv").open()))
     chars = next(r for r in rows if r["system"] == "characters")
     assert float(chars["units_per_char_mean"]) == pytest.approx(1.0)

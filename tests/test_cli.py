@@ -24,11 +24,24 @@ def test_baseline_then_compare(mlflow_store, small_corpus_file, capsys):
     assert "segrl ui" in out
     assert main(["compare"]) == 0
     table = capsys.readouterr().out.splitlines()
+    assert table[0].endswith(f"corpus {small_corpus_file}, gold bundled (eng, 300 words):")
     rows = {line.split()[0]: line.split() for line in table[3:]}
     assert set(rows) == {"characters", "words"}
     assert rows["characters"][-2] == "1.000"  # units per character of the all-characters segmenter
     assert len(rows["characters"][-1]) == 32  # its run id
     assert rows["words"][4] == "0.000"  # boundary F1 of the no-split segmenter
+
+
+def test_runs_name_the_languages_of_corpus_and_gold(mlflow_store, small_corpus_file):
+    from mlflow.tracking import MlflowClient
+
+    from segrl.tracking.queries import segmenter_runs
+
+    args = ["--corpus", str(small_corpus_file), "--gold-max-words", "50"]
+    assert main(["baseline", "--method", "characters", *args]) == 0
+    tags = MlflowClient().get_run(segmenter_runs("segrl")[0]["run_id"]).data.tags
+    assert tags["segrl.gold_language"] == "eng"
+    assert tags["segrl.corpus_language"] == "unknown"  # a file: its language is not known
 
 
 def test_bad_inputs_exit_non_zero_without_traceback(mlflow_store, tmp_path):

@@ -279,6 +279,7 @@ def test_make_vec_builds_one_batched_environment(corpus, gold):
         before = observation["chars"].copy()
         observation, rewards, terminated, truncated, infos = envs.step(np.ones(3, dtype=np.int64))
         assert rewards.shape == (3,) and not truncated.any()
+        assert np.array_equal(infos["_segments"], terminated)  # Gymnasium's mask of the key
         for i in np.flatnonzero(terminated):  # the row is the next episode's; final_obs the last
             assert np.array_equal(infos["final_obs"]["chars"][i], before[i])
             assert "".join(infos["segments"][i]).replace(" ", "") == envs.vocab.decode(

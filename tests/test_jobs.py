@@ -125,6 +125,18 @@ def test_cadences_and_the_end(mlflow_store):
     assert MlflowClient().get_run(run_id).info.status == "FINISHED"
 
 
+def test_progress_into_a_log_file_is_a_plain_line_per_log(mlflow_store, capsys):
+    run_toy(ToyConfig(steps=8, out=str(mlflow_store / "run")))
+    err = capsys.readouterr().err  # not a terminal: no bar redrawn with carriage returns
+    assert "\r" not in err
+    assert err.splitlines() == [
+        "training: step 3/8",  # the evaluation at step 3
+        "training: step 4/8",
+        "training: step 6/8",
+        "training: step 8/8",
+    ]
+
+
 def test_an_interrupted_job_resumes_exactly(mlflow_store):
     straight = run_toy(ToyConfig(out=str(mlflow_store / "a")))
     config = ToyConfig(out=str(mlflow_store / "b"))

@@ -7,6 +7,9 @@ from segrl.metrics import (
     BOUNDARY_F1,
     BOUNDARY_PRECISION,
     BOUNDARY_RECALL,
+    BPR_PRECISION,
+    BPR_RECALL,
+    GOLD_UNITS_PER_CHAR,
     UNITS_PER_CHAR,
     boundary_prf,
     longest_common_substring,
@@ -15,6 +18,7 @@ from segrl.metrics import (
     segment_matching_prf,
     segmentation_metrics,
     units_per_char,
+    word_averaged_boundary_prf,
     word_boundary_prf,
 )
 
@@ -53,6 +57,41 @@ def test_boundary_prf_empty_segmentations():
     prf = boundary_prf([["c", "at"]], [[["cat"]]])
     assert (prf.precision, prf.recall, prf.f1) == (0.0, 0.0, 0.0)
     assert boundary_prf([], []).f1 == 1.0
+
+
+def test_word_averaged_boundary_prf_is_morfessors_own_evaluation():
+    from morfessor.evaluation import EvaluationConfig, MorfessorEvaluation
+
+    gold = {
+        "walked": [["walk", "ed"]],
+        "unhappiness": [["un", "happi", "ness"]],
+        "abcdef": [["ab", "cd", "ef"], ["abc", "def"]],
+        "cat": [["cat"]],
+        "dogs": [["dog", "s"]],
+        "a": [["a"]],
+    }
+    predicted = {
+        "walked": ["walk", "ed"],
+        "unhappiness": ["un", "happiness"],
+        "abcdef": ["ab", "c", "def"],
+        "cat": ["c", "at"],
+        "dogs": ["dogs"],
+        "a": ["a"],
+    }
+    words = sorted(gold)
+    prf = word_averaged_boundary_prf([predicted[w] for w in words], [gold[w] for w in words])
+    # per word P/R: walked 1/1, unhappiness 1/0.5, abcdef 0.5/1 (abc|def's boundary found), cat
+    # 0/1, dogs 1/0, and "a" 0/0 (one letter: counted, scored nothing, as Morfessor does)
+    assert prf.precision == pytest.approx(3.5 / 6)
+    assert prf.recall == pytest.approx(3.5 / 6)
+    result = MorfessorEvaluation(gold).evaluate_segmentation(
+        [(1, predicted[w]) for w in words], EvaluationConfig(1, len(words))
+    )
+    assert prf.precision == pytest.approx(result["precision_avg"])
+    assert prf.recall == pytest.approx(result["recall_avg"])
+    assert prf.f1 == pytest.approx(result["fscore_avg"])
+    # micro over boundaries weighs words by their boundaries: 3 of the 5 predicted are right
+    assert boundary_prf([predicted[w] for w in words], [gold[w] for w in words]).precision == 3 / 5
 
 
 def test_boundary_prf_rejects_mismatched_text():
@@ -121,4 +160,7 @@ def test_segmentation_metrics_names_and_values():
     assert metrics[BOUNDARY_PRECISION] == 0.5
     assert metrics[BOUNDARY_RECALL] == 1.0
     assert metrics[BOUNDARY_F1] == pytest.approx(2 / 3)
-    assert metrics[UNITS_PER_CHAR] == pytest.approx(4 / 9)
+    assert metrics[UNITS_PER_CHAR] == metrics[GOLD_UNITS_PER_CHAR] == pytest.approx(4 / 9)
+    text = segmentation_metrics([["walk", "ed"], ["c", "at"]], gold, [["the", " ", "cat"]])
+    assert (text[UNITS_PER_CHAR], text[GOLD_UNITS_PER_CHAR]) == (pytest.approx(2 / 6), 4 / 9)
+    assert (metrics[BPR_PRECISION], metrics[BPR_RECALL]) == (0.5, 1.0)  # cat: 0 of 1 predicted

@@ -288,3 +288,13 @@ def test_curves_of_an_unknown_run_is_a_clear_error(mlflow_store, capsys):
     _log_curve("collapse", {0: 0.26})
     assert main(["curves", "collapse", "no-such-run"]) == EXIT_USER_ERROR
     assert "no run named 'no-such-run'" in capsys.readouterr().err
+
+
+def test_every_kind_of_segmenter_run_is_a_run_kind():
+    from segrl.agents.trainer import AGENT_KIND
+    from segrl.evaluation import EVALUATED_KIND
+    from segrl.lm.segmenter import LM_KIND
+    from segrl.tracking.tags import RUN_KINDS
+    from segrl.units.experiment import UNITS_KIND
+
+    assert set(RUN_KINDS) == {"baseline", AGENT_KIND, EVALUATED_KIND, LM_KIND, UNITS_KIND}

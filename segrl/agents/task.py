@@ -80,7 +80,7 @@ def build_task(
         final_gold = (
             gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
         )
-        check_gold_fits(final_gold, corpus.vocab, config.gold.path)
+        check_gold_fits(final_gold, corpus, config.gold.path)
         evaluator_config = config.evaluator
         if evaluator_config.name == "lm" and not can_read_teacher(config):
             lm = evaluator_config.lm  # a lexicon's teacher only for a student that reads it

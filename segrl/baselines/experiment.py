@@ -64,7 +64,7 @@ def run_baseline(
         )
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
-    check_gold_fits(gold, corpus.vocab, config.gold.path)
+    check_gold_fits(gold, corpus, config.gold.path)
     segmenter = make_segmenter(config)
     name = segmenter_name(config)
     run_name = config.tracking.run_name or name

@@ -23,6 +23,9 @@ from segrl.config import Dampening
 from segrl.data.corpus import Corpus
 from segrl.errors import ModelError
 
+MORPH_SEPARATOR = " + "
+"""Between the morphs of a word in a Morfessor segmentation file (Morfessor's default)."""
+
 morfessor.utils.show_progress_bar = False  # its dots would clutter segrl's own progress output
 
 MODEL_FILE = "morfessor.segmentations.txt"
@@ -113,14 +116,13 @@ class MorfessorSegmenter(Segmenter):
         return self.cache_dir / f"morfessor-{corpus.fingerprint}-{key}.txt"
 
     def _write(self, path: Path) -> None:
-        io = morfessor.MorfessorIO()
+        io = morfessor.MorfessorIO(encoding="utf-8", construction_separator=MORPH_SEPARATOR)
         io.write_segmentation_file(str(path), self.model.get_segmentations())
 
     def _read(self, path: Path) -> None:
-        io = morfessor.MorfessorIO()
         try:
             model = morfessor.BaselineModel(corpusweight=self.options["corpusweight"])
-            segmentations = list(io.read_segmentation_file(str(path)))
+            segmentations = read_segmentation_file(path)
             model.load_segmentations(segmentations)
         except (OSError, ValueError, IndexError) as e:
             raise ModelError(f"{path}: cannot read the Morfessor model ({e})") from None
@@ -133,3 +135,19 @@ class MorfessorSegmenter(Segmenter):
 
     def _load_files(self, folder: Path) -> None:
         self._read(folder / MODEL_FILE)
+
+
+def read_segmentation_file(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
+    """The ``(count, word, morphs)`` of a Morfessor segmentation file (``count morph + morph`` lines,
+    ``#`` comments), as Morfessor's ``read_segmentation_file`` gives them, with the file closed after
+    reading (Morfessor's reader leaves it open)."""
+    out = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            line = line.rstrip()
+            if not line or line.startswith("#"):
+                continue
+            count, word = line.split(" ", 1)
+            morphs = tuple(word.split(MORPH_SEPARATOR))
+            out.append((int(count), "".join(morphs), morphs))
+    return out

@@ -28,7 +28,14 @@ from segrl.benchmark.suite import Language, System
 from segrl.data.corpus import BUNDLED_CORPUS
 from segrl.data.gold import BUNDLED_GOLD
 
-METRICS = ("boundary_precision", "boundary_recall", "boundary_f1", "units_per_char")
+METRICS = (
+    "boundary_precision",
+    "boundary_recall",
+    "boundary_f1",
+    "bpr_f1",
+    "morph_f1",
+    "units_per_char",
+)
 """What every cell reports (the names every segmenter logs, as in ``segrl compare``)."""
 CELL_TAG = "segrl.bench.cell"
 RESULT_FILE = "result.json"

@@ -25,6 +25,7 @@ def summarise(results: Sequence[dict]) -> list[dict]:
         ok = [r for r in group if r.get("status") in ("done", "skipped")]
         row: dict = {
             "language": language,
+            "gold_language": group[0].get("gold_language", "unknown"),
             "system": system,
             "n_seeds": len(ok),
             "failed": len(group) - len(ok),
@@ -70,7 +71,23 @@ def _table_rows(
     return out
 
 
-HEADER = ["system", "seeds", "boundary P", "boundary R", "boundary F1", "units/char"]
+def _heading(rows: Sequence[dict], language: str) -> str:
+    """A language's heading: its name in the suite and its gold set's language."""
+    gold = next(r["gold_language"] for r in rows if r["language"] == language)
+    return f"{language} (gold: {gold})"
+
+
+HEADER = [
+    "system",
+    "seeds",
+    "boundary P",
+    "boundary R",
+    "boundary F1",
+    "bpr F1",
+    "morph F1",
+    "units/char",
+]
+F1_COLUMN = HEADER.index("boundary F1")
 
 
 def format_text(rows: Sequence[dict]) -> str:
@@ -92,7 +109,12 @@ def format_text(rows: Sequence[dict]) -> str:
 
         blocks.append(
             "\n".join(
-                [f"== {language}", line(HEADER), line(["-" * w for w in widths]), *map(line, body)]
+                [
+                    f"== {_heading(rows, language)}",
+                    line(HEADER),
+                    line(["-" * w for w in widths]),
+                    *map(line, body),
+                ]
             )
         )
     return "\n\n".join(blocks) + "\n"
@@ -103,19 +125,19 @@ def format_markdown(rows: Sequence[dict], title: str = "") -> str:
     best = best_systems(rows)
     parts = [f"## {title}\n"] if title else []
     for language in dict.fromkeys(r["language"] for r in rows):
-        parts.append(f"### {language}\n")
+        parts.append(f"### {_heading(rows, language)}\n")
         parts.append("| " + " | ".join(HEADER) + " |")
         parts.append("|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|")
         for is_best, cells in _table_rows(rows, language, best):
             if is_best:
-                cells = [f"**{cells[0]}**", *cells[1:4], f"**{cells[4]}**", cells[5]]
+                cells[0], cells[F1_COLUMN] = f"**{cells[0]}**", f"**{cells[F1_COLUMN]}**"
             parts.append("| " + " | ".join(cells) + " |")
         parts.append("")
     return "\n".join(parts)
 
 
 def write_csv(rows: Sequence[dict], path: Path) -> Path:
-    columns = ["language", "system", "n_seeds", "failed"] + [
+    columns = ["language", "gold_language", "system", "n_seeds", "failed"] + [
         f"{m}_{s}" for m in METRICS for s in ("mean", "sd")
     ]
     with path.open("w", newline="", encoding="utf-8") as f:

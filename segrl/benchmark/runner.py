@@ -23,6 +23,7 @@ from segrl.benchmark.cells import Cell, CellJob, CellProcesses, run_cell, source
 from segrl.benchmark.report import format_markdown, format_text, plot_f1, summarise, write_csv
 from segrl.benchmark.suite import Suite
 from segrl.data.corpus import corpus_path
+from segrl.data.languages import gold_language
 from segrl.errors import ConfigError, TrackingError
 from segrl.files import check_writable_folder
 from segrl.tracking.runs import end_run_killed, log_artifact, log_metrics, start_run
@@ -147,6 +148,7 @@ def run_bench(
                         {
                             **result,
                             "language": job.cell.language.name,
+                            "gold_language": gold_language(job.cell.language.gold),
                             "system": job.cell.system.name,
                             "seed": job.cell.seed,
                         }

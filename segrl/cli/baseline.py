@@ -111,6 +111,11 @@ def run_baseline_command(args: argparse.Namespace) -> int:
 
 
 def run_compare_command(args: argparse.Namespace) -> int:
+    from segrl.errors import ConfigError
+    from segrl.tracking.tags import RUN_KINDS
+
+    if args.kind is not None and args.kind not in RUN_KINDS:
+        raise ConfigError(f"--kind must be one of: {', '.join(RUN_KINDS)}; got {args.kind!r}")
     print_comparison(args.experiment, args.latest, args.name, args.kind, args.mixed)
     return 0
 

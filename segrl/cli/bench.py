@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--ray",
         metavar="ADDRESS",
-        help="run the cells on this Ray cluster instead (needs segrl[cluster])",
+        help="run the cells on this Ray cluster instead (needs segrl[cluster]); 'local' starts one "
+        "on this machine",
     )
     parser.add_argument("--experiment", default="segrl-bench", metavar="NAME")
     parser.add_argument("--languages", type=_names, metavar="A,B", help="only these languages")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from segrl.data.corpus import read_lines
-from segrl.data.vocab import CharVocab
+from segrl.data.corpus import Corpus, read_lines
+from segrl.data.languages import check_gold_language
 from segrl.errors import DataError
 
 BUNDLED_GOLD = "sigmorphon2022_eng_word_dev_surface.tsv.gz"
@@ -140,9 +140,12 @@ def _sigmorphon_entries(columns: list[str]) -> Iterator[tuple[str, tuple[str, ..
 MIN_SHARED_CHARACTERS = 0.5
 
 
-def check_gold_fits(gold: Sequence[GoldWord], vocab: CharVocab, gold_source: str | None) -> None:
-    """Refuse a gold set most of whose characters the corpus never has (another language or
-    script): every segmenter would be scored on placeholders."""
+def check_gold_fits(gold: Sequence[GoldWord], corpus: Corpus, gold_source: str | None) -> None:
+    """Refuse a gold set in another language than the corpus (``check_gold_language``), or most of
+    whose characters the corpus never has (another script): every segmenter would be scored on
+    words it never saw, or on placeholders."""
+    check_gold_language(corpus.settings.get("source"), gold_source)
+    vocab = corpus.vocab
     chars = [c for g in gold for c in g.word if not c.isspace()]
     if not chars:
         return

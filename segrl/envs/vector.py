@@ -165,7 +165,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv):
     Episodes reset in the same step they end (``AutoresetMode.SAME_STEP``): the returned observation
     row is already the next episode's first, and ``infos["final_obs"]`` (with the mask
     ``infos["_final_obs"]``) holds the rows as they ended. ``infos["segments"]`` gives each finished
-    episode's segmentation. One process and one evaluator serve every episode.
+    episode's segmentation (None for the others; the mask ``infos["_segments"]`` is True where it is
+    given). One process and one evaluator serve every episode.
     """
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -202,6 +203,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv):
             infos["segments"] = info["segments"]
         else:  # every sentence ends in its step
             infos["segments"] = [info["batch"].segments(i) for i in range(self.num_envs)]
+        infos["_segments"] = np.array([s is not None for s in infos["segments"]], dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         return observation, np.asarray(rewards, dtype=np.float64), dones, truncated, infos
 

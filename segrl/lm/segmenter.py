@@ -175,7 +175,7 @@ def train_lm_segmenter(
     device = resolve_device(config.device)
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
-    check_gold_fits(gold, corpus.vocab, config.gold.path)
+    check_gold_fits(gold, corpus, config.gold.path)
     train, valid, test = training_texts(corpus, config.texts)
     seed_everything(config.seed)
     lm_options = resolve_lm_config(config.lm, corpus.kind)

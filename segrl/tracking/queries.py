@@ -10,6 +10,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 import mlflow
+from segrl.data.languages import gold_language
 from segrl.errors import TrackingError
 from segrl.metrics import COMPARE_COLUMNS
 from segrl.tracking.store import DEFAULT_EXPERIMENT, ensure_reachable
@@ -61,8 +62,8 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
 
 def run_data_labels(params: Mapping[str, str], kind: str) -> tuple[str, str]:
     """(corpus, gold) of a run, from the options it logged: the corpus (with its size and format
-    options where they are not the defaults) and the gold file (with its sample size, or the part
-    of it a predictions file covered)."""
+    options where they are not the defaults) and the gold file (with its language, its sample size,
+    and the part of it a predictions file covered)."""
     if kind == "evaluated":  # scored after the fact: its training corpus is not known here
         corpus = "(scored by segrl evaluate)"
     else:
@@ -70,12 +71,13 @@ def run_data_labels(params: Mapping[str, str], kind: str) -> tuple[str, str]:
         for key, label in (("data.max_sentences", "sentences"), ("data.max_words", "words")):
             if _unset(params.get(key)):
                 corpus += f" ({label} {params[key]})"
-    gold = _unset(params.get("gold.path")) or "bundled"
+    path = _unset(params.get("gold.path"))
+    gold = f"{path or 'bundled'} ({gold_language(path)}"
     if _unset(params.get("gold.max_words")):
-        gold += f" ({params['gold.max_words']} words)"
+        gold += f", {params['gold.max_words']} words"
     if "gold.covered" in params and params["gold.covered"] != params.get("gold.words"):
-        gold += f" ({params['gold.covered']} of {params['gold.words']} words)"
-    return corpus, gold
+        gold += f", {params['gold.covered']} of {params['gold.words']} words"
+    return corpus, gold + ")"
 
 
 def _unset(value: str | None) -> str | None:

@@ -30,8 +30,10 @@ from segrl.tracking.store import (
 )
 from segrl.tracking.tags import (
     CORPUS_FINGERPRINT_TAG,
+    CORPUS_LANGUAGE_TAG,
     CORPUS_TAG,
     GOLD_FINGERPRINT_TAG,
+    GOLD_LANGUAGE_TAG,
     GOLD_TAG,
     JOB_IDENTITY_SUFFIXES,
     KIND_TAG,
@@ -219,16 +221,24 @@ def log_data(
 ) -> None:
     """Record what the active run trained on and was scored against: the corpus's settings
     (``corpus.json``), and its source and the gold set's as tags with their fingerprints (hashes of
-    the normalised text and of the gold analyses) and as MLflow dataset inputs."""
+    the normalised text and of the gold analyses) and languages, and as MLflow dataset inputs."""
+    from segrl.data.languages import corpus_language, gold_language
+
     log_dict(corpus.settings, "corpus.json")
     source = str(corpus.settings.get("source", "bundled"))
-    tags = {CORPUS_TAG: source, CORPUS_FINGERPRINT_TAG: corpus.fingerprint}
+    tags = {
+        CORPUS_TAG: source,
+        CORPUS_FINGERPRINT_TAG: corpus.fingerprint,
+        CORPUS_LANGUAGE_TAG: corpus_language(source),
+    }
     inputs = [("corpus", source, corpus.fingerprint, "training")]
     if gold is not None:
         from segrl.data.gold import BUNDLED_GOLD, gold_fingerprint
 
         label, digest = gold_source or f"bundled:{BUNDLED_GOLD}", gold_fingerprint(gold)
-        tags.update({GOLD_TAG: label, GOLD_FINGERPRINT_TAG: digest})
+        tags.update(
+            {GOLD_TAG: label, GOLD_FINGERPRINT_TAG: digest, GOLD_LANGUAGE_TAG: gold_language(label)}
+        )
         inputs.append(("gold", label, digest, "evaluation"))
     set_tags(tags)
     for name, where, digest, context in inputs:

@@ -14,9 +14,12 @@ from segrl.version import __version__
 
 SEGMENTER_TAG = "segrl.segmenter"
 KIND_TAG = "segrl.kind"
-"""What produced a segmenter run: ``baseline``, ``agent``, ``units``."""
+RUN_KINDS = ("baseline", "agent", "lm", "units", "evaluated")
+"""The values of ``KIND_TAG``: what produced a segmenter run (``evaluated``: ``segrl evaluate``)."""
 CORPUS_TAG, CORPUS_FINGERPRINT_TAG = "segrl.corpus", "segrl.corpus_fingerprint"
 GOLD_TAG, GOLD_FINGERPRINT_TAG = "segrl.gold", "segrl.gold_fingerprint"
+CORPUS_LANGUAGE_TAG, GOLD_LANGUAGE_TAG = "segrl.corpus_language", "segrl.gold_language"
+"""ISO 639-3 codes, or ``unknown`` (``segrl.data.languages``)."""
 RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"
 """A JSON object of tags that every run this process starts gets too (``segrl bench`` sets it for
 its cells: language, system, seed, corpus and gold hashes)."""

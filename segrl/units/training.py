@@ -143,7 +143,7 @@ def train_unit_model(
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     check_inputs(corpus, config)
-    check_gold_fits(gold, corpus.vocab, config.gold.path)
+    check_gold_fits(gold, corpus, config.gold.path)
     device = resolve_device(train.device)
     folder = config.run_folder
     if (folder / MODEL_FILE).exists() and not (folder / CHECKPOINT_FILE).exists():
