@@ -55,6 +55,7 @@ from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import flatten_config, load_config, save_config
 from segrl.errors import ConfigError, SegrlError, WriteError
 from segrl.files import (
+    LOCK_FILE,
     check_writable_folder,
     lock_folder,
     naming,
@@ -77,6 +78,12 @@ CHECKPOINT_FILE = "checkpoint.pt"
 RUN_FILE = "run.json"
 
 
+def outermost_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet; None if ``path`` does."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    return missing[-1] if missing else None
+
+
 class TrainingInterrupted(KeyboardInterrupt):
     """Training stopped at a step boundary on request (Ctrl-C); its checkpoint is saved."""
 
@@ -86,6 +93,8 @@ class RunDir:
 
     def __init__(self, path: Path, ignore: Collection[str] = ()):
         self.path = Path(path)
+        self.created: Path | None = None
+        """The outermost folder that opening the run made (``discard_unstarted`` removes up to it)."""
         self.ignore = frozenset(ignore)
         """Dotted config keys that may change between a run and its resumption (budgets, cadences);
         a key ending in ``.`` stands for every key it starts (``"eval."``)."""
@@ -120,6 +129,7 @@ class RunDir:
                     f"{run.path} holds a finished run (step {run.info.get('step')}); give another "
                     "--out folder to train again"
                 )
+            run.created = outermost_missing(run.path)
             holder = lock_folder(run.path)
             if holder is not None:
                 raise ConfigError(
@@ -134,6 +144,7 @@ class RunDir:
             run = cls(base if k == 1 else base.with_name(f"{base.name}-{k}"), ignore)
             if run.finished or (run.has_checkpoint and run.config_differences(config)):
                 continue
+            run.created = outermost_missing(run.path)
             if lock_folder(run.path) is not None:  # another process is training into it
                 continue
             run.start(config)  # new, stopped before its first checkpoint, or resumed
@@ -146,6 +157,19 @@ class RunDir:
         if not self.has_checkpoint:
             (self.path / RUN_FILE).unlink(missing_ok=True)
             save_config(config, self.path / CONFIG_FILE)
+
+    def discard_unstarted(self) -> None:
+        """Undo ``start`` for a run that never began (no checkpoint, no MLflow run): its
+        ``config.toml`` and ``run.json`` go, and the folder too where nothing else is left in it."""
+        if self.has_checkpoint:
+            return
+        for name in (CONFIG_FILE, RUN_FILE, LOCK_FILE):
+            (self.path / name).unlink(missing_ok=True)
+        for folder in (self.path, *self.path.parents) if self.created else ():
+            with contextlib.suppress(OSError):  # not empty: files of the user's, kept
+                folder.rmdir()
+            if folder == self.created:
+                break
 
     # --- state ---------------------------------------------------------------------------------------
     @property
@@ -380,9 +404,15 @@ class Job:
                 "into a new MLflow run",
                 flush=True,
             )
-        self._stack.enter_context(
-            start_run(self.config, self.experiment, self.run_name, self.tags, resume_id)
-        )
+        try:
+            self._stack.enter_context(
+                start_run(self.config, self.experiment, self.run_name, self.tags, resume_id)
+            )
+        except BaseException:  # no MLflow run to train into (an unwritable store): nothing begun
+            unlock_folder(self.run.path)
+            if state is None:
+                self.run.discard_unstarted()
+            raise
         if resume_id is not None:
             self._stack.enter_context(resuming(resume_id))
         self.stop = self._stack.enter_context(stop_requests())

@@ -285,6 +285,12 @@ CASES = [
         "cannot write its artifact folder",
     ),
     (
+        "train-store-artifacts-unwritable",
+        ["train", "--evaluator", "gold", "--steps", "2", "--corpus", "{corpus}", *SMALL],
+        _store_with_unwritable_artifacts,
+        "cannot write its artifact folder",
+    ),
+    (
         "agent-description-noise",
         ["segment", "--model", "{f}"],
         _agent_with("agent_segmenter.json", NOISE),
