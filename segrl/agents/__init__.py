@@ -8,7 +8,7 @@ from segrl.agents.config import PPOConfig, ReinforceConfig, TrainConfig
 from segrl.agents.policies import (
     BiLSTMEncoder,
     DecisionHead,
-    SegmenterConfig,
+    PolicyConfig,
     SegmenterPolicy,
     TransformerEncoder,
 )
@@ -24,7 +24,7 @@ __all__ = [
     "PPOConfig",
     "Reinforce",
     "ReinforceConfig",
-    "SegmenterConfig",
+    "PolicyConfig",
     "SegmenterPolicy",
     "TrainConfig",
     "TransformerEncoder",
