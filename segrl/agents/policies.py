@@ -70,7 +70,7 @@ class PolicyConfig:
 
 @dataclass
 class WordLayout:
-    """Where the words of a padded batch are: what ``split_words`` gives and ``merge_words`` undoes."""
+    """Where the words of a padded batch are: what ``word_layout`` gives and ``merge_words`` undoes."""
 
     ids: torch.Tensor  # [W, Lw] character ids of each word, 0-padded
     lengths: torch.Tensor  # [W] characters per word
@@ -79,7 +79,7 @@ class WordLayout:
     shape: tuple[int, int]  # (B, L)
 
 
-def split_words(ids: torch.Tensor, lengths: torch.Tensor, separator_id: int) -> WordLayout:
+def word_layout(ids: torch.Tensor, lengths: torch.Tensor, separator_id: int) -> WordLayout:
     """The words (maximal runs of characters other than ``separator_id``) of ``ids`` [B, L] as a
     batch of their own."""
     batch, width = ids.shape
@@ -265,7 +265,7 @@ class SegmenterPolicy(nn.Module):
         if self.separator_id is None:
             states = bucketed_char_states(self.encoder, ids, lengths)  # [B, L, D]
         else:
-            words = split_words(ids, lengths, self.separator_id)
+            words = word_layout(ids, lengths, self.separator_id)
             # each distinct word once: a word's states depend on the word alone
             distinct, which = torch.unique(words.ids, dim=0, return_inverse=True)
             distinct_lengths = words.lengths.new_zeros(len(distinct)).scatter(
