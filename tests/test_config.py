@@ -151,6 +151,7 @@ def test_a_train_config_with_the_old_segmenter_table_loads_into_policy(tmp_path)
     """Configs and run folders saved when the policy's table was ``[segmenter]`` still load, and
     ``--set segmenter.kind=...`` still reaches the policy; a file with both tables is refused."""
     from segrl.agents import TrainConfig
+    from segrl.jobs import RunDir
 
     saved = save_config(TrainConfig(), tmp_path / "new.toml").read_text(encoding="utf-8")
     assert "[policy]" in saved and "[segmenter]" not in saved
@@ -159,6 +160,10 @@ def test_a_train_config_with_the_old_segmenter_table_loads_into_policy(tmp_path)
     cfg = load_config(TrainConfig, old)
     assert cfg.policy.kind == "transformer"
     assert cfg.name.startswith("reinforce-transformer-")
+    assert RunDir(tmp_path).config_differences(cfg) == []  # an old run folder resumes
+    assert RunDir(tmp_path).config_differences(TrainConfig()) == [
+        "policy.kind: 'transformer' -> 'bilstm'"
+    ]
     assert build_config(TrainConfig, old, {"policy.hidden_dim": 32}).policy.hidden_dim == 32
     assert build_config(TrainConfig, overrides={"segmenter.dropout": 0.2}).policy.dropout == 0.2
     both = tmp_path / "both.toml"
