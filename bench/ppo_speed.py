@@ -10,7 +10,7 @@ one iteration of each per round, and each ratio is the median over rounds, so th
 processes affects both sides alike.
 
     python bench/ppo_speed.py                     # bundled corpus, BiLSTM, about two minutes
-    python bench/ppo_speed.py --rounds 5 --segmenter transformer
+    python bench/ppo_speed.py --rounds 5 --policy transformer
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--num-envs", type=int, default=64, help="episodes side by side")
     parser.add_argument("--n-steps", type=int, default=32, help="SB3 steps per slot per rollout")
-    parser.add_argument("--segmenter", default="bilstm", help="bilstm or transformer")
+    parser.add_argument("--policy", default="bilstm", help="bilstm or transformer")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     overrides = {
-        "segmenter.kind": args.segmenter,
+        "policy.kind": args.policy,
         "ppo.num_envs": args.num_envs,
         "ppo.n_steps": args.n_steps,
     }
@@ -66,7 +66,7 @@ def main() -> None:
     rollout = args.num_envs * args.n_steps
 
     policy = SegmenterPolicy(
-        setup.vocab_size, setup.n_actions, setup.max_len, config.segmenter, separator
+        setup.vocab_size, setup.n_actions, setup.max_len, config.policy, separator
     )
     batched = BatchedPPO(policy, config.ppo, "per-action")
     sentence_env = VectorSentenceSegmentEnv(args.num_envs, seed=0, setup=setup)
@@ -94,7 +94,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs")
     print(
-        f"{args.segmenter}, {args.num_envs} episodes side by side, {config.ppo.epochs} epochs x "
+        f"{args.policy}, {args.num_envs} episodes side by side, {config.ppo.epochs} epochs x "
         f"{config.ppo.minibatches} minibatches, {args.threads} thread(s); "
         f"{decisions_per_sentence:.1f} decisions per training sentence"
     )

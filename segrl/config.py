@@ -161,8 +161,11 @@ def build_config(
     """Defaults of ``cls``, then the TOML file at ``path``, then ``overrides`` (dotted keys).
 
     Overrides whose value is None are skipped, so unset command-line flags keep the file's value. An
-    error names the file, or ``overrides_from`` for a value that came from ``overrides``.
+    error names the file, or ``overrides_from`` for a value that came from ``overrides``. A
+    top-level option that ``cls.OLD_NAMES`` maps to its new name (``{"segmenter": "policy"}``) is
+    read as the new one, in the file and in ``overrides``, so that old configs and run folders load.
     """
+    old_names: dict[str, str] = getattr(cls, "OLD_NAMES", {})
     values: dict[str, Any] = {}
     if path is not None:
         values = read_toml(path)
@@ -175,10 +178,17 @@ def build_config(
             for part in parents:
                 node = node.setdefault(part, {})
             node[leaf] = None
+        for old, new in old_names.items():
+            if old in values:
+                if new in values:
+                    raise ConfigError(f"{path}: '{old}' is the old name of '{new}'; give one")
+                values[new] = values.pop(old)
     overridden = set()
     for key, value in (overrides or {}).items():
         if value is None:
             continue
+        first, dot, rest = key.partition(".")
+        key = old_names.get(first, first) + dot + rest
         overridden.add(key)
         node = values
         *parents, leaf = key.split(".")

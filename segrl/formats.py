@@ -57,7 +57,7 @@ def format_word(
 def format_sentence(sentence: str, segments: Sequence[str], fmt: str, separator: str = "-") -> str:
     """One output line for a sentence whose ``segments`` have each space between words as a
     segment of its own (``segrl.loading.LoadedSegmenter.segment_sentences``)."""
-    words = split_words(segments)
+    words = group_into_words(segments)
     if fmt == "sigmorphon":
         return f"{sentence}\t" + " ".join(" @@".join(w) for w in words)
     if fmt == "morfessor":
@@ -68,7 +68,7 @@ def format_sentence(sentence: str, segments: Sequence[str], fmt: str, separator:
     return " ".join(separator.join(w) for w in words)
 
 
-def split_words(segments: Sequence[str]) -> list[list[str]]:
+def group_into_words(segments: Sequence[str]) -> list[list[str]]:
     """The segments of a sentence grouped into words (at the segments that are a single space;
     a segment with a space inside, as a unit model may give, is cut at the space)."""
     words: list[list[str]] = [[]]

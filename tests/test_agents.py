@@ -1,14 +1,16 @@
 """Segmenter policies, the REINFORCE loss and learner, and the policy as a segmenter."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
 from segrl.agents import (
     AgentSegmenter,
+    PolicyConfig,
     Reinforce,
     ReinforceConfig,
-    SegmenterConfig,
     SegmenterPolicy,
     ValueBaseline,
     reinforce_loss,
@@ -25,7 +27,7 @@ SMALL = {"embedding_dim": 8, "hidden_dim": 16, "dropout": 0.0}
 
 def policy(kind, vocab_size=20, n_actions=2, max_len=32):
     torch.manual_seed(0)
-    return SegmenterPolicy(vocab_size, n_actions, max_len, SegmenterConfig(kind=kind, **SMALL))
+    return SegmenterPolicy(vocab_size, n_actions, max_len, PolicyConfig(kind=kind, **SMALL))
 
 
 @pytest.mark.parametrize("kind", ["bilstm", "transformer"])
@@ -69,7 +71,7 @@ def test_length_buckets_change_nothing(kind):
 
 
 def test_word_context_reads_each_word_alone():
-    model = SegmenterPolicy(20, 2, 32, SegmenterConfig(**SMALL), separator_id=4).eval()
+    model = SegmenterPolicy(20, 2, 32, PolicyConfig(**SMALL), separator_id=4).eval()
     ids = torch.tensor([[5, 6, 7, 4, 8, 9, 10, 11]])  # "abc defg" with 4 as the space
     other = torch.tensor([[5, 6, 7, 4, 12, 13, 14, 15]])  # another second word
     alone = torch.tensor([[5, 6, 7]])
@@ -85,7 +87,7 @@ def test_word_context_reads_each_word_alone():
 def test_repeated_words_are_encoded_once_with_the_result_of_each_alone():
     """With word context each distinct word of a batch is encoded once; every occurrence (and words
     that are prefixes of others) gets what the word alone gets."""
-    model = SegmenterPolicy(20, 2, 32, SegmenterConfig(**SMALL), separator_id=4).eval()
+    model = SegmenterPolicy(20, 2, 32, PolicyConfig(**SMALL), separator_id=4).eval()
     ab, abc, b = [5, 6], [5, 6, 7], [6]
     rows = [ab + [4] + abc + [4] + ab, b + [4] + ab + [4] + b]
     width = max(map(len, rows))
@@ -131,13 +133,13 @@ def test_reverse_index_reverses_within_length():
     assert index.tolist() == [[2, 1, 0, 3, 4], [4, 3, 2, 1, 0]]
 
 
-def test_bad_segmenter_config_is_a_config_error():
+def test_bad_policy_config_is_a_config_error():
     with pytest.raises(
-        ConfigError, match="segmenter.kind must be one of: bilstm, transformer; got 'cnn'"
+        ConfigError, match="policy.kind must be one of: bilstm, transformer; got 'cnn'"
     ):
-        SegmenterConfig(kind="cnn").validate()
+        PolicyConfig(kind="cnn").validate()
     with pytest.raises(ConfigError, match="multiple"):
-        SegmenterConfig(kind="transformer", hidden_dim=15, transformer_heads=2).validate()
+        PolicyConfig(kind="transformer", hidden_dim=15, transformer_heads=2).validate()
 
 
 def test_reinforce_loss_raises_rewarded_and_lowers_punished_actions():
@@ -240,7 +242,7 @@ def test_the_expected_gradient_needs_mirrored_rewards(corpus):
     env = VectorSentenceSegmentEnv(
         4, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward="per-action"
     )
-    model = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, SegmenterConfig(**SMALL))
+    model = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, PolicyConfig(**SMALL))
     learner = Reinforce(model, ReinforceConfig(per_action_gradient="expected"), "per-action")
     assert learner.gradient == "expected"
     _, stats, _ = learner.step(env, env.reset())
@@ -313,7 +315,7 @@ def test_reinforce_updates_raise_the_reward_on_one_word(corpus, reward):
     env = VectorSentenceSegmentEnv(
         16, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward=reward
     )
-    model = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, SegmenterConfig(**SMALL))
+    model = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, PolicyConfig(**SMALL))
     config = ReinforceConfig(lr=1e-2, entropy_coef=0.0)
     learner = Reinforce(model, config, reward)
     assert (learner.baseline is not None) == (reward == "sequence")
@@ -352,6 +354,23 @@ def test_agent_segmenter_spells_sentences_and_survives_save_load(corpus, tmp_pat
         AgentSegmenter.load(tmp_path / "missing")
 
 
+def test_an_agent_saved_with_the_old_segmenter_key_loads(corpus, tmp_path):
+    """``agent_segmenter.json`` names the policy's config ``policy``; folders saved when it was
+    ``segmenter`` load as they did."""
+    model = policy("transformer", vocab_size=len(corpus.vocab), max_len=128)
+    saved = AgentSegmenter(model, corpus.vocab).save(tmp_path / "agent")
+    meta_file = saved / "agent_segmenter.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    assert meta["policy"]["kind"] == "transformer" and "segmenter" not in meta
+    meta_file.write_text(json.dumps({"segmenter": meta.pop("policy"), **meta}), encoding="utf-8")
+    loaded = AgentSegmenter.load(saved)
+    assert loaded.policy.config == model.config
+    sentences = corpus.test[:5]
+    assert loaded.segment_sentences(sentences) == AgentSegmenter(
+        model, corpus.vocab
+    ).segment_sentences(sentences)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bilstm", "transformer"])
 def test_a_briefly_trained_agent_agrees_with_morfessor_better_than_an_untrained_one(
@@ -369,7 +388,7 @@ def test_a_briefly_trained_agent_agrees_with_morfessor_better_than_an_untrained_
         len(corpus.vocab),
         2,
         env.setup.max_len,
-        SegmenterConfig(kind=kind),
+        PolicyConfig(kind=kind),
         separator_id(corpus.vocab),
     )
     segmenter = AgentSegmenter(model, corpus.vocab)

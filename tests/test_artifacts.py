@@ -18,7 +18,7 @@ from segrl.baselines import SEGMENTERS
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.data.corpus import read_lines
 from segrl.errors import DataError, ModelError
-from segrl.formats import format_sentence, format_word, read_predictions, split_words
+from segrl.formats import format_sentence, format_word, group_into_words, read_predictions
 from segrl.metrics import morph_prf
 
 SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
@@ -254,7 +254,7 @@ def test_predictions_formats_read_back_what_segment_writes():
     assert format_word("cats", ["cat", "s"], "morfessor") == "cat s"
     assert format_word("cats", ["cat", "s"], "sigmorphon") == "cats\tcat @@s"
     assert format_sentence("a cats", ["a", " ", "cat", "s"], "separator", "+") == "a cat+s"
-    assert split_words(["the c", "at", " ", "s"]) == [["the"], ["c", "at"], ["s"]]
+    assert group_into_words(["the c", "at", " ", "s"]) == [["the"], ["c", "at"], ["s"]]
 
 
 def test_morph_f1_is_the_shared_task_s():

@@ -76,13 +76,13 @@ NOISE = bytes(random.Random(0).randrange(256) for _ in range(300))
 
 
 def _saved_agent(folder: Path) -> Path:
-    from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+    from segrl.agents.policies import PolicyConfig, SegmenterPolicy
     from segrl.agents.segmenter import AgentSegmenter
     from segrl.data.corpus import PLACEHOLDER
     from segrl.data.vocab import CharVocab
 
     vocab = CharVocab.from_texts(["the cat sat"], PLACEHOLDER)
-    policy = SegmenterPolicy(len(vocab), 2, 32, SegmenterConfig(embedding_dim=8, hidden_dim=8), 1)
+    policy = SegmenterPolicy(len(vocab), 2, 32, PolicyConfig(embedding_dim=8, hidden_dim=8), 1)
     return AgentSegmenter(policy, vocab).save(folder / "agent")
 
 

@@ -144,7 +144,32 @@ def test_every_choice_is_checked_in_one_place(tmp_path):
                 ok = build_config(cls, overrides={key: [value] if listed else value})
                 check_choices(ok)
             checked += 1
-    assert checked >= 15  # reward, rules, segmenter kind and context, LM model/context/reward/...
+    assert checked >= 15  # reward, rules, policy kind and context, LM model/context/reward/...
+
+
+def test_a_train_config_with_the_old_segmenter_table_loads_into_policy(tmp_path):
+    """Configs and run folders saved when the policy's table was ``[segmenter]`` still load, and
+    ``--set segmenter.kind=...`` still reaches the policy; a file with both tables is refused."""
+    from segrl.agents import TrainConfig
+    from segrl.jobs import RunDir
+
+    saved = save_config(TrainConfig(), tmp_path / "new.toml").read_text(encoding="utf-8")
+    assert "[policy]" in saved and "[segmenter]" not in saved
+    old = tmp_path / "config.toml"
+    old.write_text(saved.replace("[policy]", "[segmenter]").replace('"bilstm"', '"transformer"'))
+    cfg = load_config(TrainConfig, old)
+    assert cfg.policy.kind == "transformer"
+    assert cfg.name.startswith("reinforce-transformer-")
+    assert RunDir(tmp_path).config_differences(cfg) == []  # an old run folder resumes
+    assert RunDir(tmp_path).config_differences(TrainConfig()) == [
+        "policy.kind: 'transformer' -> 'bilstm'"
+    ]
+    assert build_config(TrainConfig, old, {"policy.hidden_dim": 32}).policy.hidden_dim == 32
+    assert build_config(TrainConfig, overrides={"segmenter.dropout": 0.2}).policy.dropout == 0.2
+    both = tmp_path / "both.toml"
+    both.write_text('[segmenter]\nkind = "bilstm"\n[policy]\nkind = "transformer"\n')
+    with pytest.raises(ConfigError, match="'segmenter' is the old name of 'policy'"):
+        build_config(TrainConfig, both)
 
 
 def test_a_bad_value_names_where_it_came_from(tmp_path):

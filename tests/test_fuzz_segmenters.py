@@ -60,12 +60,10 @@ def test_classic_segmenters_spell_random_unicode(corpus, method):
 
 
 def test_agent_segmenter_spells_random_unicode(corpus):
-    from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+    from segrl.agents.policies import PolicyConfig, SegmenterPolicy
     from segrl.agents.segmenter import AgentSegmenter, separator_id
 
-    policy = SegmenterPolicy(
-        len(corpus.vocab), 2, 128, SegmenterConfig(), separator_id(corpus.vocab)
-    )
+    policy = SegmenterPolicy(len(corpus.vocab), 2, 128, PolicyConfig(), separator_id(corpus.vocab))
     segmenter = AgentSegmenter(policy, corpus.vocab, False, "cpu")
     words = [w for w in random_words() if w and len(w) <= 60]
     sentences = [" ".join(words[i : i + 3]) for i in range(0, len(words), 3)]
@@ -75,14 +73,14 @@ def test_agent_segmenter_spells_random_unicode(corpus):
 
 
 def test_a_transformer_agent_segments_sentences_longer_than_its_positions(corpus):
-    from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+    from segrl.agents.policies import PolicyConfig, SegmenterPolicy
     from segrl.agents.segmenter import AgentSegmenter, separator_id, split_long
 
     assert split_long("ab cd ef", 5) == [("ab cd", True), ("ef", False)]
     assert split_long("abcdefgh", 3) == [("abc", False), ("def", False), ("gh", False)]
     assert split_long("ab", None) == [("ab", False)]
     for context in ("word", "text"):
-        config = SegmenterConfig(kind="transformer", hidden_dim=16, context=context)
+        config = PolicyConfig(kind="transformer", hidden_dim=16, context=context)
         policy = SegmenterPolicy(len(corpus.vocab), 2, 16, config, separator_id(corpus.vocab))
         segmenter = AgentSegmenter(policy, corpus.vocab)
         sentences = ["walked " * 9, "x" * 40, "the " + "y" * 30 + " end", "short"]
@@ -123,12 +121,10 @@ def test_segment_on_stdin_spells_characters_whose_case_changes_length(
 
 def test_agent_sentences_spell_characters_whose_case_changes_length(corpus, tmp_path):
     from segrl import load_segmenter
-    from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+    from segrl.agents.policies import PolicyConfig, SegmenterPolicy
     from segrl.agents.segmenter import AgentSegmenter, separator_id
 
-    policy = SegmenterPolicy(
-        len(corpus.vocab), 2, 128, SegmenterConfig(), separator_id(corpus.vocab)
-    )
+    policy = SegmenterPolicy(len(corpus.vocab), 2, 128, PolicyConfig(), separator_id(corpus.vocab))
     agent = AgentSegmenter(policy, corpus.vocab, False, "cpu")
     assert agent.segment_sentences(["", " ", "  "]) == [[], [" "], [" ", " "]]
     segmenter = load_segmenter(agent.save(tmp_path / "agent"))

@@ -10,7 +10,7 @@ from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_suppo
 from stable_baselines3 import PPO
 
 from segrl.agents import TrainConfig
-from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+from segrl.agents.policies import PolicyConfig, SegmenterPolicy
 from segrl.agents.ppo_batched import BatchedPPO, ppo_loss, train_ppo_batched
 from segrl.agents.sb3.policy import MlflowOutputFormat, SegmenterFeaturesExtractor, build_sb3_model
 from segrl.agents.sb3.train import EvaluatorUpdates, train_ppo
@@ -39,8 +39,8 @@ def small_train_config(corpus_file, out, agent="ppo", **overrides):
         "data.corpus": str(corpus_file),
         "data.min_char_count": 1,
         "gold.max_words": 100,
-        "segmenter.embedding_dim": 8,
-        "segmenter.hidden_dim": 16,
+        "policy.embedding_dim": 8,
+        "policy.hidden_dim": 16,
         "ppo.steps": 6,
         "ppo.num_envs": 4,
         "ppo.n_steps": 8,
@@ -152,7 +152,7 @@ def test_features_extractor_gives_the_policy_features_at_the_position(
     observation = env.reset()
     for _ in range(4):
         observation, *_ = env.step(np.ones(5, dtype=np.int64))
-    config = SegmenterConfig(kind=kind, context=context, **SMALL)
+    config = PolicyConfig(kind=kind, context=context, **SMALL)
     extractor = SegmenterFeaturesExtractor(
         env.single_observation_space,
         len(corpus.vocab),
@@ -175,7 +175,7 @@ def test_features_extractor_gives_the_policy_features_at_the_position(
 
 
 def test_sb3_actor_is_the_segmenter_policy_head(corpus, morfessor, tmp_path):
-    config = build_config(TrainConfig, overrides={"segmenter.hidden_dim": 16})
+    config = build_config(TrainConfig, overrides={"policy.hidden_dim": 16})
     venv = SegmentVecEnv(VectorCharSegmentEnv(4, seed=0, corpus=corpus, evaluator=morfessor))
     model = build_sb3_model(config, venv, separator_id(corpus.vocab), torch.device("cpu"))
     assert type(model) is PPO and model.gamma == 0.0  # per-action rewards: no discount
@@ -200,7 +200,7 @@ def test_sb3_actor_is_the_segmenter_policy_head(corpus, morfessor, tmp_path):
 @pytest.mark.parametrize("reward", ["per-action", "sequence"])
 def test_sb3_ppo_learns_one_word(corpus, reward):
     """SB3 PPO on the word ``walked`` with its gold split: the greedy segmentation becomes walk|ed."""
-    small = {"segmenter.embedding_dim": 8, "segmenter.hidden_dim": 16, "ppo.lr": 1e-2}
+    small = {"policy.embedding_dim": 8, "policy.hidden_dim": 16, "ppo.lr": 1e-2}
     config = build_config(TrainConfig, overrides={**small, "ppo.n_steps": 10, "env.reward": reward})
     env = VectorCharSegmentEnv(
         8, seed=0, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward=reward
@@ -228,7 +228,7 @@ class RecordingGold(GoldEvaluator):
 def test_the_evaluator_co_trains_once_per_rollout_on_the_finished_episodes(corpus):
     evaluator = RecordingGold()
     env = VectorCharSegmentEnv(4, seed=0, corpus=corpus, texts=["walked"], evaluator=evaluator)
-    config = build_config(TrainConfig, overrides={"ppo.n_steps": 10, "segmenter.hidden_dim": 16})
+    config = build_config(TrainConfig, overrides={"ppo.n_steps": 10, "policy.hidden_dim": 16})
     model = build_sb3_model(config, SegmentVecEnv(env), None, torch.device("cpu"))
     callback = EvaluatorUpdates(model.env)
     model.learn(40, callback=callback, log_interval=None)
@@ -279,7 +279,7 @@ def test_batched_ppo_learns_one_word(corpus, reward):
     env = VectorSentenceSegmentEnv(
         16, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward=reward
     )
-    policy = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, SegmenterConfig(**SMALL))
+    policy = SegmenterPolicy(len(corpus.vocab), 2, env.setup.max_len, PolicyConfig(**SMALL))
     learner = BatchedPPO(policy, build_config(TrainConfig, overrides={"ppo.lr": 1e-2}).ppo, reward)
     segmenter = AgentSegmenter(policy, corpus.vocab)
     observation = env.reset()
@@ -294,7 +294,7 @@ def test_batched_ppo_with_full_rules_never_samples_a_forbidden_action(corpus):
     env = VectorSentenceSegmentEnv(
         8, corpus=corpus, texts=["planning", "studied"], evaluator=GoldEvaluator(GOLD), rules="full"
     )
-    policy = SegmenterPolicy(len(corpus.vocab), 5, env.setup.max_len, SegmenterConfig(**SMALL))
+    policy = SegmenterPolicy(len(corpus.vocab), 5, env.setup.max_len, PolicyConfig(**SMALL))
     learner = BatchedPPO(policy, TrainConfig().ppo, "per-action")
     _, _, batch = learner.step(env, env.reset())
     for row, text in enumerate(batch.texts):

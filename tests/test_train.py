@@ -25,8 +25,8 @@ def small_config(corpus_file, tmp_path, **overrides):
         "data.corpus": str(corpus_file),
         "data.min_char_count": 1,
         "gold.max_words": 200,
-        "segmenter.embedding_dim": 8,
-        "segmenter.hidden_dim": 16,
+        "policy.embedding_dim": 8,
+        "policy.hidden_dim": 16,
         "reinforce.steps": 12,
         "reinforce.batch_size": 8,
         "eval_every": 6,
@@ -127,7 +127,7 @@ def test_gold_evaluator_trains_on_gold_words(mlflow_store, small_corpus_file):
 def test_train_command_and_its_errors(mlflow_store, small_corpus_file, capsys):
     args = ["train", "--corpus", str(small_corpus_file), "--steps", "4", "--batch-size", "4"]
     args += ["--gold-max-words", "100", "--out", str(mlflow_store / "cli"), "--threads", "1"]
-    args += ["--segmenter", "transformer", "--reward", "sequence", "--hide-spaces"]
+    args += ["--policy", "transformer", "--reward", "sequence", "--hide-spaces"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "reinforce-transformer-morfessor-sequence-hidden" in out
@@ -141,7 +141,8 @@ def test_train_command_and_its_errors(mlflow_store, small_corpus_file, capsys):
             "command line: env.reward must be one of: sequence, per-action; got 'dense'",
         ),
         (["--agent", "dqn"], "unknown agent 'dqn'"),
-        (["--segmenter", "cnn"], "segmenter.kind must be one of: bilstm, transformer; got 'cnn'"),
+        (["--policy", "cnn"], "policy.kind must be one of: bilstm, transformer; got 'cnn'"),
+        (["--segmenter", "cnn"], "policy.kind must be one of: bilstm, transformer; got 'cnn'"),
     ]:
         code = main(["train", "--corpus", str(small_corpus_file), *bad])
         assert code == EXIT_USER_ERROR

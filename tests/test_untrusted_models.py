@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from segrl import load_segmenter
-from segrl.agents.policies import SegmenterConfig, SegmenterPolicy
+from segrl.agents.policies import PolicyConfig, SegmenterPolicy
 from segrl.agents.reinforce import train_reinforce
 from segrl.agents.segmenter import AgentSegmenter
 from segrl.checkpoint import load_checkpoint, save_checkpoint
@@ -85,7 +85,7 @@ def test_a_unit_model_folder_never_runs_its_model_file(tmp_path, vocab, mlflow_s
 
 
 def test_an_agent_folder_never_runs_its_policy_file(tmp_path, vocab):
-    policy = SegmenterPolicy(len(vocab), 2, 32, SegmenterConfig(**SMALL_POLICY), separator_id=1)
+    policy = SegmenterPolicy(len(vocab), 2, 32, PolicyConfig(**SMALL_POLICY), separator_id=1)
     folder = AgentSegmenter(policy, vocab).save(tmp_path / "agent")
     assert load_segmenter(folder).kind == "agent"
     marker = tmp_path / "ran"

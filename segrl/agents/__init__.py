@@ -8,7 +8,7 @@ from segrl.agents.config import PPOConfig, ReinforceConfig, TrainConfig
 from segrl.agents.policies import (
     BiLSTMEncoder,
     DecisionHead,
-    SegmenterConfig,
+    PolicyConfig,
     SegmenterPolicy,
     TransformerEncoder,
 )
@@ -22,9 +22,9 @@ __all__ = [
     "BiLSTMEncoder",
     "DecisionHead",
     "PPOConfig",
+    "PolicyConfig",
     "Reinforce",
     "ReinforceConfig",
-    "SegmenterConfig",
     "SegmenterPolicy",
     "TrainConfig",
     "TransformerEncoder",

@@ -4,9 +4,9 @@ and how the run is logged and checkpointed. Every field has a default that works
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
-from segrl.agents.policies import SegmenterConfig
+from segrl.agents.policies import PolicyConfig
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices, check_threads
 from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
@@ -166,7 +166,8 @@ class TrainConfig:
 
     agent: str = "reinforce"
     """The training algorithm (``reinforce``, ``ppo``, ``ppo-batched``)."""
-    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """The policy's architecture (``[segmenter]`` in configs saved before it was named so)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     reinforce: ReinforceConfig = field(default_factory=ReinforceConfig)
@@ -194,12 +195,16 @@ class TrainConfig:
     max_minutes: float | None = None
     """Stop training after this many minutes (checkpointed and evaluated as at the last step)."""
 
+    OLD_NAMES: ClassVar[dict[str, str]] = {"segmenter": "policy"}
+    """Options under their old names, read as the new ones (``build_config``): config files and run
+    folders saved before the policy's table was named ``policy`` still load."""
+
     def validate(self) -> None:
         if self.agent not in AGENT_NAMES:
             raise ConfigError(
                 f"unknown agent {self.agent!r}; choose one of: {', '.join(AGENT_NAMES)}"
             )
-        self.segmenter.validate()
+        self.policy.validate()
         self.env.validate()
         self.ppo.validate()
         self.reinforce.validate()
@@ -266,7 +271,7 @@ class TrainConfig:
     def name(self) -> str:
         """The segmenter's name in ``segrl compare``: agent, policy, evaluator, reward (the LM
         evaluator's reward variant too, and ``hidden`` when spaces are hidden)."""
-        parts = [self.agent, self.segmenter.kind, self.evaluator.name, self.env.reward]
+        parts = [self.agent, self.policy.kind, self.evaluator.name, self.env.reward]
         if self.evaluator.name == "lm":
             parts.append(self.evaluator.lm.variant(self.env.reward))
         if self.env.teacher_features:

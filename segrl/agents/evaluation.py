@@ -63,7 +63,7 @@ def reference_agreement(
     }
 
 
-def sample_segmentations(
+def samples_beside_references(
     batches: Sequence[SegmentationBatch],
     references: Mapping[str, ReferenceEvaluator],
     n: int = N_SAMPLES,
@@ -125,4 +125,4 @@ def evaluate_agent(
                 segmenter.segment_sentences, gold, list(text if text is not None else heldout)
             )
         )
-    return metrics, sample_segmentations(batches, references)
+    return metrics, samples_beside_references(batches, references)

@@ -11,7 +11,7 @@ agents can reuse the encoder alone (e.g. as a stable-baselines3 features extract
 - ``TransformerEncoder``: a 2-layer, 2-head Transformer encoder over characters (learned positions);
   a position is represented by the states of the two characters beside it.
 
-Context (``SegmenterConfig.context``): with ``word`` (the default) and known word boundaries, each
+Context (``PolicyConfig.context``): with ``word`` (the default) and known word boundaries, each
 encoder reads every word on its own, as Cao & Rei's model reads words: a decision inside a word
 depends on that word alone, and the recurrence runs over words (~15 steps) instead of sentences
 (~128), several times faster on CPU. With ``text``, or when spaces are hidden (the text is then one
@@ -29,17 +29,17 @@ from torch import nn
 from segrl.config import check_choices
 from segrl.errors import ConfigError
 
-SegmenterKind = Literal["bilstm", "transformer"]
-SegmenterContext = Literal["word", "text"]
+PolicyKind = Literal["bilstm", "transformer"]
+PolicyContext = Literal["word", "text"]
 BUCKETS = 4
 """Length groups a batch is encoded in (see ``bucketed_char_states``)."""
 
 
 @dataclass
-class SegmenterConfig:
-    """The segmenter policy's architecture."""
+class PolicyConfig:
+    """The segmenter policy's architecture (``TrainConfig.policy``: ``--set policy.kind=...``)."""
 
-    kind: SegmenterKind = "bilstm"
+    kind: PolicyKind = "bilstm"
     """``bilstm`` (Cao & Rei 2016) or ``transformer`` (2 layers, 2 heads, as in the study)."""
     embedding_dim: int = 64
     """Character embeddings of the BiLSTM (the Transformer's are ``hidden_dim`` wide)."""
@@ -50,27 +50,27 @@ class SegmenterConfig:
     transformer_layers: int = 2
     transformer_heads: int = 2
     dropout: float = 0.1
-    context: SegmenterContext = "word"
+    context: PolicyContext = "word"
     """``word``: each word is encoded on its own (with known word boundaries; each distinct word of a
     batch once, its dropout shared by its occurrences); ``text``: the whole text is the context of
     every decision."""
 
     def validate(self) -> None:
-        check_choices(self, "segmenter.")
+        check_choices(self, "policy.")
         if self.hidden_dim % self.transformer_heads:
             raise ConfigError(
-                f"segmenter.hidden_dim ({self.hidden_dim}) must be a multiple of "
-                f"segmenter.transformer_heads ({self.transformer_heads})"
+                f"policy.hidden_dim ({self.hidden_dim}) must be a multiple of "
+                f"policy.transformer_heads ({self.transformer_heads})"
             )
         if min(self.embedding_dim, self.hidden_dim, self.layers, self.transformer_layers) < 1:
-            raise ConfigError("segmenter sizes and layer counts must be at least 1")
+            raise ConfigError("policy sizes and layer counts must be at least 1")
         if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"segmenter.dropout must be in [0, 1), got {self.dropout}")
+            raise ConfigError(f"policy.dropout must be in [0, 1), got {self.dropout}")
 
 
 @dataclass
 class WordLayout:
-    """Where the words of a padded batch are: what ``split_words`` gives and ``merge_words`` undoes."""
+    """Where the words of a padded batch are: what ``word_layout`` gives and ``merge_words`` undoes."""
 
     ids: torch.Tensor  # [W, Lw] character ids of each word, 0-padded
     lengths: torch.Tensor  # [W] characters per word
@@ -79,7 +79,7 @@ class WordLayout:
     shape: tuple[int, int]  # (B, L)
 
 
-def split_words(ids: torch.Tensor, lengths: torch.Tensor, separator_id: int) -> WordLayout:
+def word_layout(ids: torch.Tensor, lengths: torch.Tensor, separator_id: int) -> WordLayout:
     """The words (maximal runs of characters other than ``separator_id``) of ``ids`` [B, L] as a
     batch of their own."""
     batch, width = ids.shape
@@ -124,7 +124,7 @@ class BiLSTMEncoder(nn.Module):
     within its length, so padding never enters a state; no packed sequences (slow on CPU).
     """
 
-    def __init__(self, vocab_size: int, config: SegmenterConfig):
+    def __init__(self, vocab_size: int, config: PolicyConfig):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, config.embedding_dim, padding_idx=0)
         dropout = config.dropout if config.layers > 1 else 0.0
@@ -167,7 +167,7 @@ class TransformerEncoder(nn.Module):
     """Pre-norm Transformer encoder over characters; a position's features are the states of the
     characters on its two sides."""
 
-    def __init__(self, vocab_size: int, config: SegmenterConfig, max_len: int):
+    def __init__(self, vocab_size: int, config: PolicyConfig, max_len: int):
         super().__init__()
         width = config.hidden_dim
         self.embedding = nn.Embedding(vocab_size, width, padding_idx=0)
@@ -234,12 +234,12 @@ class SegmenterPolicy(nn.Module):
         vocab_size: int,
         n_actions: int,
         max_len: int,
-        config: SegmenterConfig | None = None,
+        config: PolicyConfig | None = None,
         separator_id: int | None = None,
         reads_teacher: bool = False,
     ):
         super().__init__()
-        config = config or SegmenterConfig()
+        config = config or PolicyConfig()
         config.validate()
         if reads_teacher and n_actions != 2:
             raise ConfigError("a policy that reads its teacher takes split/no-split actions only")
@@ -265,7 +265,7 @@ class SegmenterPolicy(nn.Module):
         if self.separator_id is None:
             states = bucketed_char_states(self.encoder, ids, lengths)  # [B, L, D]
         else:
-            words = split_words(ids, lengths, self.separator_id)
+            words = word_layout(ids, lengths, self.separator_id)
             # each distinct word once: a word's states depend on the word alone
             distinct, which = torch.unique(words.ids, dim=0, return_inverse=True)
             distinct_lengths = words.lengths.new_zeros(len(distinct)).scatter(

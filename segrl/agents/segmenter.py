@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from segrl.agents.policies import SegmenterConfig, SegmenterPolicy, TransformerEncoder
+from segrl.agents.policies import PolicyConfig, SegmenterPolicy, TransformerEncoder
 from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
 from segrl.config import build_config
 from segrl.data import CharVocab
@@ -174,7 +174,7 @@ class AgentSegmenter:
             if self.teacher is not None:
                 self.teacher.save(tmp / TEACHER_DIR)
             meta = {
-                "segmenter": vars(self.policy.config),
+                "policy": vars(self.policy.config),
                 "n_actions": self.policy.n_actions,
                 "max_len": self.policy.max_len,
                 "separator_id": self.policy.separator_id,
@@ -201,7 +201,7 @@ class AgentSegmenter:
                 len(vocab),
                 meta.n_actions,
                 meta.max_len,
-                meta.segmenter,
+                meta.policy,
                 meta.separator_id,
                 meta.reads_teacher,
             )
@@ -218,7 +218,8 @@ class SavedAgent:
     """What ``agent_segmenter.json`` holds beside the weights: the policy's shape and how it reads
     spaces."""
 
-    segmenter: SegmenterConfig
+    policy: PolicyConfig
+    """The policy's architecture (``segmenter`` in folders saved before it was named so)."""
     n_actions: int
     max_len: int
     hide_spaces: bool
@@ -233,6 +234,8 @@ def _read_meta(path: Path) -> SavedAgent:
     meta_file = path / META_FILE
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        if isinstance(meta, dict) and "policy" not in meta and "segmenter" in meta:
+            meta["policy"] = meta.pop("segmenter")  # the policy's old name
         optional = {"reads_teacher"}
         values = {f.name: meta[f.name] for f in fields(SavedAgent) if f.name not in optional}
         values.update({name: meta[name] for name in optional if name in meta})

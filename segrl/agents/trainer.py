@@ -109,7 +109,7 @@ def train_sentence_agent(
         setup.vocab_size,
         setup.n_actions,
         setup.max_len,
-        config.segmenter,
+        config.policy,
         separator_id(task.corpus.vocab),
         reads_teacher=bool(setup.config.teacher_features),
     )

@@ -44,7 +44,7 @@ def segmenter_name(config: BaselineConfig) -> str:
     return config.method
 
 
-def sample_segmentations(segmenter: Segmenter, sentences: list[str], n: int = N_SAMPLES) -> str:
+def baseline_samples(segmenter: Segmenter, sentences: list[str], n: int = N_SAMPLES) -> str:
     """The first ``n`` sentences, segmented, one per line (segments joined by ``-``)."""
     return "\n".join(render(segmenter.segment_sentence(s)) for s in sentences[:n]) + "\n"
 
@@ -76,7 +76,7 @@ def run_baseline(
         log_data(corpus, config.gold.path, gold)
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics["train_seconds"] = train_seconds
-        log_segmenter(name, "baseline", metrics, sample_segmentations(segmenter, corpus.test))
+        log_segmenter(name, "baseline", metrics, baseline_samples(segmenter, corpus.test))
         with tempfile.TemporaryDirectory() as tmp:
             saved = segmenter.save(Path(tmp) / "segmenter")
             log_segmenter_model(saved, config.tracking.register)

@@ -172,7 +172,7 @@ def _chunks(items: Iterable, size: int) -> Iterator[list]:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from segrl.evaluation import evaluate_model, evaluate_predictions, print_scores
+    from segrl.scoring import evaluate_model, evaluate_predictions, print_scores
 
     golds = args.gold or [None]
     if args.model:
@@ -187,7 +187,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         name = args.name or Path(args.predictions).name
     print_scores(name, results)
     if args.log:
-        from segrl.evaluation import log_scores
+        from segrl.scoring import log_scores
 
         log_scores(name, results, args.model or args.predictions, args.experiment)
         print(where_to_look(args.experiment))

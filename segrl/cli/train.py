@@ -31,8 +31,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--agent", dest="agent", metavar="NAME", help="reinforce (default), ppo or ppo-batched"
     )
     group.add_argument(
-        "--segmenter", dest="segmenter.kind", metavar="KIND", help="bilstm (default) or transformer"
+        "--policy",
+        dest="policy.kind",
+        metavar="KIND",
+        help="the policy's architecture: bilstm (default) or transformer (formerly --segmenter, "
+        "still accepted)",
     )
+    group.add_argument("--segmenter", dest="policy.kind", help=argparse.SUPPRESS)  # the old name
     group.add_argument(
         "--evaluator",
         dest="evaluator.name",

@@ -149,7 +149,7 @@ def evaluate_unit_model(
     return metrics
 
 
-def sample_segmentations(
+def unit_samples(
     model: UnitModel,
     vocab: CharVocab,
     sentences: Sequence[str],

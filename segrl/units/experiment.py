@@ -16,7 +16,7 @@ from segrl.tracking.runs import log_figure, log_segmenter, set_tags, start_run
 from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel
 from segrl.units.config import UnitsConfig, validate_units_config
-from segrl.units.evaluation import evaluate_unit_model, sample_segmentations
+from segrl.units.evaluation import evaluate_unit_model, unit_samples
 from segrl.units.plots import attention_figure, attention_maps
 from segrl.units.robustness import log_robustness, robustness_curves
 from segrl.units.saving import load_unit_model
@@ -43,7 +43,7 @@ def final_evaluation(
         model, vocab, corpus.test, gold, e.batch_size, precision,
         config.train.deletion_prob, config.train.seed,
     )  # fmt: skip
-    samples = sample_segmentations(model, vocab, corpus.test[: e.samples], e.batch_size, precision)
+    samples = unit_samples(model, vocab, corpus.test[: e.samples], e.batch_size, precision)
     log_segmenter(name, UNITS_KIND, metrics, samples)
     figure_texts = [*e.figure_sentences, *corpus.valid[: e.figure_valid_sentences]]
     for i, text in enumerate(figure_texts):

@@ -29,7 +29,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 from segrl.agents.config import TrainConfig
-from segrl.agents.policies import SegmenterConfig, SegmenterPolicy, bucketed_char_states
+from segrl.agents.policies import PolicyConfig, SegmenterPolicy, bucketed_char_states
 from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.tracking.runs import log_metrics
 
@@ -67,7 +67,8 @@ class SegmenterFeaturesExtractor(BaseFeaturesExtractor):
     """``CharSegment`` observation -> the segmenter policy's features at the current position [B, F].
 
     Arguments: the observation space, and what ``SegmenterPolicy`` takes (``vocab_size``,
-    ``n_actions``, ``max_len``, ``segmenter`` config, ``separator_id``).
+    ``n_actions``, ``max_len``, ``policy_config``, ``separator_id``). The policy is its
+    ``segmenter`` (the name its parameters are saved under in SB3's zip).
     """
 
     def __init__(
@@ -76,10 +77,10 @@ class SegmenterFeaturesExtractor(BaseFeaturesExtractor):
         vocab_size: int,
         n_actions: int,
         max_len: int,
-        segmenter: SegmenterConfig,
+        policy_config: PolicyConfig,
         separator_id: int | None,
     ):
-        policy = SegmenterPolicy(vocab_size, n_actions, max_len, segmenter, separator_id)
+        policy = SegmenterPolicy(vocab_size, n_actions, max_len, policy_config, separator_id)
         super().__init__(observation_space, features_dim=policy.feature_dim)
         self.segmenter = policy
 
@@ -114,14 +115,14 @@ def build_sb3_model(
     the segmenter policy as its features extractor and actor."""
     setup = venv.env.setup
     ppo = config.ppo
-    hidden = config.segmenter.hidden_dim
+    hidden = config.policy.hidden_dim
     policy_kwargs: dict[str, Any] = {
         "features_extractor_class": SegmenterFeaturesExtractor,
         "features_extractor_kwargs": {
             "vocab_size": setup.vocab_size,
             "n_actions": setup.n_actions,
             "max_len": setup.max_len,
-            "segmenter": config.segmenter,
+            "policy_config": config.policy,
             "separator_id": separator,
         },
         "net_arch": {"pi": [hidden], "vf": [hidden]},
