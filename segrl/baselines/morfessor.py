@@ -29,6 +29,8 @@ MORPH_SEPARATOR = " + "
 morfessor.utils.show_progress_bar = False  # its dots would clutter segrl's own progress output
 
 MODEL_FILE = "morfessor.segmentations.txt"
+PICKLE_START = b"\x80"
+"""How a pickle of protocol 2 or later, as Morfessor's binary models are, starts."""
 DAMPENING: tuple[str, ...] = typing.get_args(Dampening)
 MIN_VITERBI_LENGTH = 30
 
@@ -65,6 +67,19 @@ class MorfessorSegmenter(Segmenter):
         self.model: morfessor.BaselineModel | None = None
         self.from_cache = False
         self._longest: int | None = None
+
+    @classmethod
+    def from_segmentation_file(cls, path: str | Path) -> MorfessorSegmenter:
+        """The segmenter of a Morfessor segmentation file (``morfessor -S FILE``, Morfessor's text
+        model: ``count morph + morph`` lines). Morfessor's binary models (``morfessor -s``) are
+        Python pickles, which can run code when read: they are refused, never unpickled."""
+        path = Path(path)
+        refuse_binary_model(path)
+        segmenter = cls(cache_dir="")
+        segmenter._read(path)
+        segmenter.alphabet = frozenset(c for m, _ in segmenter.model.get_constructions() for c in m)
+        segmenter.trained = True
+        return segmenter
 
     def _train(self, corpus: Corpus) -> None:
         cached = self._cache_path(corpus)
@@ -124,7 +139,7 @@ class MorfessorSegmenter(Segmenter):
             model = morfessor.BaselineModel(corpusweight=self.options["corpusweight"])
             segmentations = read_segmentation_file(path)
             model.load_segmentations(segmentations)
-        except (OSError, ValueError, IndexError) as e:
+        except (OSError, ValueError, IndexError) as e:  # ValueError: not UTF-8 or no count
             raise ModelError(f"{path}: cannot read the Morfessor model ({e})") from None
         if not segmentations:
             raise ModelError(f"{path}: no segmentations in it; damaged or not a Morfessor model")
@@ -135,6 +150,21 @@ class MorfessorSegmenter(Segmenter):
 
     def _load_files(self, folder: Path) -> None:
         self._read(folder / MODEL_FILE)
+
+
+def refuse_binary_model(path: Path) -> None:
+    """A ``ModelError`` if ``path`` is a pickle (Morfessor's binary model), told by its first byte
+    without unpickling it."""
+    try:
+        with path.open("rb") as file:
+            start = file.read(1)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read it ({e.strerror})") from None
+    if start == PICKLE_START:
+        raise ModelError(
+            f"{path}: a Morfessor binary model (a Python pickle, which segrl never loads: it can "
+            "run code); give Morfessor's segmentation file instead (morfessor -l MODEL -S model.txt)"
+        )
 
 
 def read_segmentation_file(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
