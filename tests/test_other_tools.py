@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import sentencepiece as spm
+from sentencepiece.sentencepiece_model_pb2 import ModelProto
 
 from segrl import load_segmenter
 from segrl.cli import EXIT_USER_ERROR, main
@@ -155,3 +156,78 @@ def test_segment_sample_draws_segmentations_of_the_word(spm_model, tmp_path, cap
     assert len(set(first)) > 1 and all(line.replace(" ", "") == "walking" for line in first)
     assert main([*command[:-2], "--sample", "2"]) == EXIT_USER_ERROR
     assert "--sample 2" in capsys.readouterr().err
+
+
+def test_baseline_out_writes_a_model_spm_reads(mlflow_store, text, capsys):
+    out = mlflow_store / "unigram"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--vocab-size", "60"]
+    assert main(["baseline", "--method", "unigram", *args, "--out", str(out)]) == 0
+    assert "[unigram] saved in" in capsys.readouterr().out
+    processor = spm.SentencePieceProcessor(model_file=str(out / "sentencepiece.model"))
+    words = ["walked", "jumping", "talks"]
+    pieces = [[p.lstrip("\u2581") for p in processor.encode(w, out_type=str)] for w in words]
+    expected = [[p for p in word if p] for word in pieces]
+    assert load_segmenter(out).segment_words(words) == expected
+    assert load_segmenter(out / "sentencepiece.model").segment_words(words) == expected
+
+
+def test_baseline_character_coverage_reaches_sentencepiece(mlflow_store, text):
+    out = mlflow_store / "bpe"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--vocab-size", "60"]
+    assert main(["baseline", "--method", "bpe", *args, "--out", str(out)]) == 0
+    coverage = ModelProto.FromString((out / "sentencepiece.model").read_bytes())
+    assert coverage.trainer_spec.character_coverage == 1.0
+    assert (
+        main(
+            [
+                "baseline",
+                "--method",
+                "bpe",
+                *args,
+                "--character-coverage",
+                "0.98",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    coverage = ModelProto.FromString((out / "sentencepiece.model").read_bytes())
+    assert coverage.trainer_spec.character_coverage == pytest.approx(0.98)
+    assert main(["baseline", "--method", "bpe", *args, "--character-coverage", "0"]) == 2
+
+
+def test_baseline_out_writes_a_file_morfessor_reads(mlflow_store, text, capsys):
+    out = mlflow_store / "morfessor"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--out", str(out)]
+    assert main(["baseline", "--method", "morfessor", *args]) == 0
+    words = ["helped", "kicking", "opener", "callers"]  # letters of the training split
+    found = subprocess.run(
+        [MORFESSOR, "-L", out / "morfessor.segmentations.txt", "-T", "-"],
+        input="\n".join(words) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    assert load_segmenter(out).segment_words(words) == [line.split(" ") for line in found if line]
+
+
+def test_corpus_weight_sets_morfessors_alpha(corpus):
+    from segrl.baselines import MorfessorSegmenter
+
+    def morphs(weight: float) -> int:
+        segmenter = MorfessorSegmenter(corpusweight=weight, cache_dir="").train(corpus)
+        assert segmenter.model.get_corpus_coding_weight() == weight
+        return sum(len(segmenter.segment(w)) for w in corpus.word_counts("train"))
+
+    assert morphs(0.05) > morphs(1.0) > morphs(20.0)  # more weight on the corpus: fewer splits
+
+
+def test_baseline_out_refuses_a_folder_of_other_files(mlflow_store, text, capsys):
+    mine = mlflow_store / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep me", encoding="utf-8")
+    args = ["--corpus", str(text), "--method", "characters", "--out", str(mine)]
+    assert main(["baseline", *args]) == EXIT_USER_ERROR
+    assert "--out" in capsys.readouterr().err
+    assert (mine / "thesis.tex").read_text(encoding="utf-8") == "keep me"
