@@ -8,6 +8,7 @@ string (``segrl/CharSegment-v0``, ``segrl/SentenceSegment-v0``), so ``gymnasium.
 import gymnasium
 
 from segrl.errors import ConfigError, DataError, ModelError, SegrlError, TrackingError
+from segrl.function_segmenter import FunctionSegmenter
 from segrl.version import __version__
 
 ENVIRONMENTS = {
@@ -39,6 +40,7 @@ __all__ = [
     "ENVIRONMENTS",
     "ConfigError",
     "DataError",
+    "FunctionSegmenter",
     "ModelError",
     "SegrlError",
     "TrackingError",
