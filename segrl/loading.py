@@ -123,7 +123,7 @@ def _cut_like(original: str, segments: list[str]) -> list[str]:
 def load_segmenter(source: str | Path, device: str = "cpu") -> LoadedSegmenter:
     """The segmenter at ``source`` (see the module docstring), ready to segment. An MLflow URI is
     downloaded into a temporary folder that goes when the segmenter does."""
-    if not _is_uri(source) and Path(source).is_file():
+    if not _is_uri(source) and _is_file(source):
         return _load_model_file(Path(source))
     download = tempfile.TemporaryDirectory(prefix="segrl-model-") if _is_uri(source) else None
     folder = resolve_source(source, Path(download.name) if download else None)
@@ -151,6 +151,15 @@ def resolve_source(source: str | Path, download_into: Path | None = None) -> Pat
     if not is_dir:
         raise ModelError(f"{folder}: a file, not a segmenter folder")
     return folder
+
+
+def _is_file(source: str | Path) -> bool:
+    """Whether ``source`` is a file (another tool's model); False where it cannot be looked at,
+    which ``resolve_source`` then explains."""
+    try:
+        return stat.S_ISREG(Path(source).stat().st_mode)
+    except OSError:
+        return False
 
 
 def _is_uri(source: str | Path) -> bool:
