@@ -92,6 +92,12 @@ class BaselineConfig:
     morfessor_corpus_weight: float = 1.0
     """Morfessor Baseline's corpus weight (alpha): above 1 gives fewer, longer morphs; below 1 more,
     shorter ones."""
+    morfessor_annotations: str | None = None
+    """A Morfessor annotation file (``word morph morph, morph morph`` lines) for semi-supervised
+    training, as ``morfessor -A``; None: unsupervised."""
+    morfessor_annotation_weight: float | None = None
+    """The annotated words' corpus weight (``morfessor -W``); None: Morfessor balances the
+    annotated and unannotated tokens."""
     character_coverage: float = 1.0
     """SentencePiece's ``character_coverage`` (bpe, unigram): the fraction of the training
     characters that get pieces; the rarest others are ``<unk>``."""

@@ -231,3 +231,24 @@ def test_baseline_out_refuses_a_folder_of_other_files(mlflow_store, text, capsys
     assert main(["baseline", *args]) == EXIT_USER_ERROR
     assert "--out" in capsys.readouterr().err
     assert (mine / "thesis.tex").read_text(encoding="utf-8") == "keep me"
+
+
+def test_morfessor_annotations_train_semi_supervised(corpus, tmp_path):
+    from segrl.baselines import MorfessorSegmenter
+
+    annotations = tmp_path / "annotations.txt"
+    annotations.write_text("# Morfessor's annotation format\noften of ten\nhome ho me\n", "utf-8")
+    plain = MorfessorSegmenter(cache_dir="").train(corpus)
+    taught = MorfessorSegmenter(annotations=str(annotations), cache_dir="").train(corpus)
+    assert [plain.segment(w) for w in ("often", "home")] == [["often"], ["home"]]
+    assert [taught.segment(w) for w in ("often", "home")] == [["of", "ten"], ["ho", "me"]]
+    assert taught.segment("walked") == ["walk", "ed"]
+
+
+def test_a_bad_annotation_line_is_one_line(mlflow_store, text, capsys):
+    annotations = mlflow_store / "annotations.txt"
+    annotations.write_text("often of ten\nhome hom me\n", encoding="utf-8")
+    args = ["--corpus", str(text), "--morfessor-annotations", str(annotations)]
+    assert main(["baseline", "--method", "morfessor", *args]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{annotations}:2:" in err and "'home'" in err

@@ -33,6 +33,8 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
         seed = config.data.seed if config.seed is None else config.seed
         return cls(
             corpusweight=config.morfessor_corpus_weight,
+            annotations=config.morfessor_annotations,
+            annotation_weight=config.morfessor_annotation_weight,
             cache_dir=config.cache_dir,
             seed=seed,
             dampening=config.morfessor_dampening,
@@ -47,7 +49,8 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
 def segmenter_name(config: BaselineConfig) -> str:
     """The segmenter's name in ``segrl compare``: the method with the options that distinguish its
     runs (``unigram-8000``; ``morfessor-log`` where counts are not types; ``-cw0.5`` a Morfessor
-    corpus weight and ``-cc0.9995`` a SentencePiece character coverage other than 1)."""
+    corpus weight and ``-cc0.9995`` a SentencePiece character coverage other than 1;
+    ``-annotated`` Morfessor trained semi-supervised)."""
     name = config.method
     if config.method in ("bpe", "unigram", "yttm-bpe"):
         name = f"{config.method}-{config.vocab_size}"
@@ -57,6 +60,8 @@ def segmenter_name(config: BaselineConfig) -> str:
         name += f"-{config.morfessor_dampening}"
     if config.method == "morfessor" and config.morfessor_corpus_weight != 1:
         name += f"-cw{config.morfessor_corpus_weight:g}"
+    if config.method == "morfessor" and config.morfessor_annotations is not None:
+        name += "-annotated"
     return name
 
 

@@ -53,6 +53,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "shorter ones (default 1)",
     )
     parser.add_argument(
+        "--morfessor-annotations",
+        dest="morfessor_annotations",
+        metavar="FILE",
+        help="semi-supervised Morfessor: annotated words, 'word morph morph, morph morph' lines "
+        "(Morfessor's annotation file, as morfessor -A)",
+    )
+    parser.add_argument(
+        "--annotation-weight",
+        dest="morfessor_annotation_weight",
+        type=float,
+        metavar="W",
+        help="the annotated words' corpus weight (morfessor -W; default: Morfessor balances them)",
+    )
+    parser.add_argument(
         "--character-coverage",
         dest="character_coverage",
         type=float,
