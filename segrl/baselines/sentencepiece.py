@@ -56,7 +56,11 @@ class SentencePieceSegmenter(Segmenter):
         path = Path(path)
         segmenter = cls()
         try:
-            segmenter._set_proto(path.read_bytes())
+            proto = path.read_bytes()
+        except OSError as e:
+            raise ModelError(f"{path}: cannot read it ({e.strerror})") from None
+        try:
+            segmenter._set_proto(proto)
         except RuntimeError as e:
             raise ModelError(f"{path}: not a SentencePiece model ({e})") from None
         processor = segmenter._processor
