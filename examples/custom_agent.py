@@ -3,7 +3,7 @@
 The agent is a contextual bandit: for each pair of characters around a position (the ids just left
 and right of it) it keeps the mean per-action reward of "no split" and "split", and acts
 epsilon-greedily. Morfessor's decisions reward it (+1 right, -1 wrong); it then segments held-out
-sentences greedily.
+sentences greedily, and, as a ``segrl.FunctionSegmenter``, is scored on gold words.
 
     python examples/custom_agent.py            # bundled corpus, about a minute
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-import segrl  # noqa: F401  (registers the segrl environments)
+import segrl  # registers the segrl environments
+from segrl.data import load_gold
+from segrl.metrics import evaluate_word_segmenter
 
 
 class CharacterPairBandit:
@@ -76,6 +78,13 @@ def main(episodes: int = 2000) -> None:
             decisions += 1
         print("|".join(info["segments"]).replace("| |", " "))  # segments split by |
     print(f"right decisions on held-out sentences: {right / decisions:.2%}")
+
+    # the greedy agent as a segrl segmenter, scored on the bundled gold words as segrl's own are
+    segmenter = segrl.FunctionSegmenter.from_agent(
+        lambda o: agent.act(o, greedy=True), heldout, "pair-bandit"
+    )
+    metrics = evaluate_word_segmenter(segmenter.segment_words, load_gold(max_words=500))
+    print(f"boundary F1 on 500 gold words: {metrics['boundary_f1']:.3f}")
 
 
 if __name__ == "__main__":

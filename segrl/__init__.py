@@ -8,6 +8,7 @@ string (``segrl/CharSegment-v0``, ``segrl/SentenceSegment-v0``), so ``gymnasium.
 import gymnasium
 
 from segrl.errors import ConfigError, DataError, ModelError, SegrlError, TrackingError
+from segrl.function_segmenter import FunctionSegmenter
 from segrl.version import __version__
 
 ENVIRONMENTS = {
@@ -27,9 +28,9 @@ for _env_id, _entry_point in ENVIRONMENTS.items():
 
 
 def load_segmenter(source, device: str = "cpu"):  # noqa: ANN201 - see segrl.loading
-    """A trained segmenter of any kind from a folder or an MLflow URI (``runs:/RUN_ID/model``,
-    ``models:/NAME/VERSION``), with ``segment_words`` and ``segment_sentences``
-    (``segrl.loading.load_segmenter``)."""
+    """A trained segmenter of any kind from a folder, an MLflow URI (``runs:/RUN_ID/model``,
+    ``models:/NAME/VERSION``), a SentencePiece ``.model`` or a Morfessor segmentation file, with
+    ``segment_words`` and ``segment_sentences`` (``segrl.loading.load_segmenter``)."""
     from segrl.loading import load_segmenter as load
 
     return load(source, device)
@@ -39,6 +40,7 @@ __all__ = [
     "ENVIRONMENTS",
     "ConfigError",
     "DataError",
+    "FunctionSegmenter",
     "ModelError",
     "SegrlError",
     "TrackingError",

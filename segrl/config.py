@@ -89,8 +89,23 @@ class BaselineConfig:
     ``~/.cache/segrl``."""
     morfessor_dampening: Dampening = "ones"
     """How Morfessor weights the training words' counts: ``ones`` (types), ``log`` or ``none``."""
+    morfessor_corpus_weight: float = 1.0
+    """Morfessor Baseline's corpus weight (alpha): above 1 gives fewer, longer morphs; below 1 more,
+    shorter ones."""
+    morfessor_annotations: str | None = None
+    """A Morfessor annotation file (``word morph morph, morph morph`` lines) for semi-supervised
+    training, as ``morfessor -A``; None: unsupervised."""
+    morfessor_annotation_weight: float | None = None
+    """The annotated words' corpus weight (``morfessor -W``); None: Morfessor balances the
+    annotated and unannotated tokens."""
+    character_coverage: float = 1.0
+    """SentencePiece's ``character_coverage`` (bpe, unigram): the fraction of the training
+    characters that get pieces; the rarest others are ``<unk>``."""
     seed: int | None = None
     """Seed of training (Morfessor's random order); None uses the split seed ``data.seed``."""
+    out: str | None = None
+    """A folder to save the trained segmenter in (its tool's own model file, beside
+    ``segmenter.json``); with ``--method all``, a folder per method inside it. None: only MLflow."""
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)

@@ -9,7 +9,8 @@ of the layers: ``docs/architecture.md``).
     >>> seg.segment_sentences(["the cats sat"])
     [['the', ' ', 'cat', 's', ' ', 'sat']]
 
-A source is a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
+A source is a model file of another tool (a SentencePiece ``.model``, a Morfessor segmentation
+file: ``morfessor -S``), a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
 ``segmenter`` folder, ``segrl lm train``'s run folder or a saved ``slm``, a unit model's run folder),
 an MLflow model folder (``MLmodel`` beside ``artifacts/segmenter``), or an MLflow URI (``runs:/``,
 ``models:/``, ``mlflow-artifacts:/``; ``runs:/RUN_ID`` alone means its ``model``), downloaded from
@@ -30,9 +31,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from segrl.errors import ModelError
 from segrl.model_files import AGENT_META_FILE, CLASSIC_META_FILE, MODEL_ARTIFACT, SEGMENTER_ARTIFACT
+
+if TYPE_CHECKING:
+    from segrl.baselines.base import Segmenter
 
 KINDS = ("classic", "agent", "slm", "units")
 """What a saved segmenter can be: a classic segmenter (Morfessor, BPE, unigram, trivial), an RL
@@ -53,11 +58,23 @@ class LoadedSegmenter:
     kind: str
     """One of ``KINDS``."""
     folder: Path
-    """The local folder it was loaded from."""
+    """The local folder (or another tool's model file) it was loaded from."""
     _words: Callable[[list[str]], list[list[str]]]
     _sentences: Callable[[list[str]], list[list[str]]] | None = None
     _download: tempfile.TemporaryDirectory | None = None
     """Where an MLflow URI was downloaded to; removed with the segmenter (or at exit)."""
+    _sample: Callable[[float, int], None] | None = None
+    """Turns sampling on, where the segmenter samples (a SentencePiece model)."""
+
+    def sample(self, alpha: float, seed: int = 0) -> None:
+        """From now on, segment by sampling a segmentation (subword regularisation, smoothing
+        ``alpha``, seeded with ``seed``); only SentencePiece models sample."""
+        if self._sample is None:
+            raise ModelError(
+                f"{self.folder}: a {self.kind} segmenter, which does not sample; --sample needs a "
+                "SentencePiece model (bpe, unigram, or a .model file)"
+            )
+        self._sample(alpha, seed)
 
     def segment_words(self, words: Sequence[str]) -> list[list[str]]:
         """Each word's segments (they spell the word; an empty word has none)."""
@@ -106,6 +123,8 @@ def _cut_like(original: str, segments: list[str]) -> list[str]:
 def load_segmenter(source: str | Path, device: str = "cpu") -> LoadedSegmenter:
     """The segmenter at ``source`` (see the module docstring), ready to segment. An MLflow URI is
     downloaded into a temporary folder that goes when the segmenter does."""
+    if not _is_uri(source) and _is_file(source):
+        return _load_model_file(Path(source))
     download = tempfile.TemporaryDirectory(prefix="segrl-model-") if _is_uri(source) else None
     folder = resolve_source(source, Path(download.name) if download else None)
     kind, folder = segmenter_folder(folder)
@@ -132,6 +151,15 @@ def resolve_source(source: str | Path, download_into: Path | None = None) -> Pat
     if not is_dir:
         raise ModelError(f"{folder}: a file, not a segmenter folder")
     return folder
+
+
+def _is_file(source: str | Path) -> bool:
+    """Whether ``source`` is a file (another tool's model); False where it cannot be looked at,
+    which ``resolve_source`` then explains."""
+    try:
+        return stat.S_ISREG(Path(source).stat().st_mode)
+    except OSError:
+        return False
 
 
 def _is_uri(source: str | Path) -> bool:
@@ -189,8 +217,32 @@ def _kind_of(folder: Path) -> str | None:
 def _load_classic(folder: Path, device: str) -> LoadedSegmenter:
     from segrl.baselines.base import Segmenter
 
-    segmenter = Segmenter.load(folder)
-    return LoadedSegmenter("classic", folder, segmenter.segment_words)
+    return _classic(Segmenter.load(folder), folder)
+
+
+def _load_model_file(path: Path) -> LoadedSegmenter:
+    """Another tool's model file: a SentencePiece model, else a Morfessor segmentation file."""
+    from segrl.baselines.morfessor import MorfessorSegmenter, refuse_binary_model
+    from segrl.baselines.sentencepiece import SentencePieceSegmenter
+
+    refuse_binary_model(path)
+    try:
+        return _classic(SentencePieceSegmenter.from_model_file(path), path)
+    except ModelError:
+        pass  # not a SentencePiece model: a Morfessor file, or neither
+    try:
+        return _classic(MorfessorSegmenter.from_segmentation_file(path), path)
+    except ModelError as e:
+        raise ModelError(
+            f"{path}: neither a SentencePiece model nor a Morfessor segmentation file ({e}); give "
+            "a .model file spm_train wrote, a file morfessor -S wrote, or a segrl folder"
+        ) from None
+
+
+def _classic(segmenter: Segmenter, source: Path) -> LoadedSegmenter:
+    """A classic segmenter (``segrl.baselines.Segmenter``) as a loaded one."""
+    sample = getattr(segmenter, "sample", None)
+    return LoadedSegmenter("classic", source, segmenter.segment_words, _sample=sample)
 
 
 def _load_agent(folder: Path, device: str) -> LoadedSegmenter:

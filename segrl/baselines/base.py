@@ -36,7 +36,8 @@ class Segmenter(ABC):
 
     def __init__(self, **options: Any):
         self.options = options
-        self.alphabet: frozenset[str] = frozenset()
+        self.alphabet: frozenset[str] | None = frozenset()
+        """The characters the backend knows (others go to it as ``placeholder``); None: all."""
         self.placeholder = PLACEHOLDER
         self.trained = False
 
@@ -55,7 +56,9 @@ class Segmenter(ABC):
             raise ModelError(f"the {self.method} segmenter is not trained: call train() or load()")
         if not word:
             return []
-        known = "".join(c if c in self.alphabet else self.placeholder for c in word)
+        known = word
+        if self.alphabet is not None:
+            known = "".join(c if c in self.alphabet else self.placeholder for c in word)
         pieces = self._segment(known)
         lengths = [len(p) for p in pieces if p]
         if sum(lengths) != len(word):
@@ -82,7 +85,7 @@ class Segmenter(ABC):
             meta = {
                 "method": self.method,
                 "options": self.options,
-                "alphabet": sorted(self.alphabet),
+                "alphabet": None if self.alphabet is None else sorted(self.alphabet),
                 "placeholder": self.placeholder,
             }
             (tmp / META_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
@@ -110,7 +113,10 @@ class Segmenter(ABC):
             raise ModelError(f"{path}: holds a {method} segmenter, not a {cls.method} one")
         try:
             segmenter = klass(**meta.get("options", {}))
-            segmenter.alphabet = frozenset(_strings(meta.get("alphabet", []), "alphabet"))
+            alphabet = meta.get("alphabet", [])
+            segmenter.alphabet = (
+                None if alphabet is None else frozenset(_strings(alphabet, "alphabet"))
+            )
             segmenter.placeholder = meta.get("placeholder", PLACEHOLDER)
             if not isinstance(segmenter.placeholder, str) or len(segmenter.placeholder) != 1:
                 raise ValueError(

@@ -10,10 +10,13 @@ from pathlib import Path
 from segrl.baselines.base import Segmenter
 from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.registry import segmenter_class
+from segrl.baselines.sentencepiece import SentencePieceSegmenter
 from segrl.config import BaselineConfig, check_choices
 from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.errors import ConfigError
+from segrl.files import check_writable_folder
 from segrl.metrics import evaluate_word_segmenter
+from segrl.model_files import CLASSIC_META_FILE
 from segrl.segmentation import render
 from segrl.tracking.models import log_segmenter_model
 from segrl.tracking.runs import log_data, log_segmenter, start_run
@@ -28,25 +31,54 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
     cls = segmenter_class(config.method)
     if issubclass(cls, MorfessorSegmenter):
         seed = config.data.seed if config.seed is None else config.seed
-        return cls(cache_dir=config.cache_dir, seed=seed, dampening=config.morfessor_dampening)
-    if config.method in ("bpe", "unigram", "yttm-bpe"):
+        return cls(
+            corpusweight=config.morfessor_corpus_weight,
+            annotations=config.morfessor_annotations,
+            annotation_weight=config.morfessor_annotation_weight,
+            cache_dir=config.cache_dir,
+            seed=seed,
+            dampening=config.morfessor_dampening,
+        )
+    if issubclass(cls, SentencePieceSegmenter):
+        return cls(vocab_size=config.vocab_size, character_coverage=config.character_coverage)
+    if config.method == "yttm-bpe":
         return cls(vocab_size=config.vocab_size)
     return cls()
 
 
 def segmenter_name(config: BaselineConfig) -> str:
     """The segmenter's name in ``segrl compare``: the method with the options that distinguish its
-    runs (``unigram-8000``; ``morfessor-log`` where counts are not types)."""
+    runs (``unigram-8000``; ``morfessor-log`` where counts are not types; ``-cw0.5`` a Morfessor
+    corpus weight and ``-cc0.9995`` a SentencePiece character coverage other than 1;
+    ``-annotated`` Morfessor trained semi-supervised)."""
+    name = config.method
     if config.method in ("bpe", "unigram", "yttm-bpe"):
-        return f"{config.method}-{config.vocab_size}"
+        name = f"{config.method}-{config.vocab_size}"
+    if config.method in ("bpe", "unigram") and config.character_coverage != 1:
+        name += f"-cc{config.character_coverage:g}"
     if config.method == "morfessor" and config.morfessor_dampening != "ones":
-        return f"morfessor-{config.morfessor_dampening}"
-    return config.method
+        name += f"-{config.morfessor_dampening}"
+    if config.method == "morfessor" and config.morfessor_corpus_weight != 1:
+        name += f"-cw{config.morfessor_corpus_weight:g}"
+    if config.method == "morfessor" and config.morfessor_annotations is not None:
+        name += "-annotated"
+    return name
 
 
 def baseline_samples(segmenter: Segmenter, sentences: list[str], n: int = N_SAMPLES) -> str:
     """The first ``n`` sentences, segmented, one per line (segments joined by ``-``)."""
     return "\n".join(render(segmenter.segment_sentence(s)) for s in sentences[:n]) + "\n"
+
+
+def check_out_folder(out: Path) -> None:
+    """Raise ``ConfigError`` unless ``out`` can take a saved segmenter: new, empty, or one an earlier
+    run saved in (which it replaces; a folder of other files would be lost, so it is refused)."""
+    check_writable_folder(out, "--out")
+    if out.is_dir() and any(out.iterdir()) and not (out / CLASSIC_META_FILE).exists():
+        raise ConfigError(
+            f"--out {out}: a folder of other files, which saving would replace; give a new or "
+            "empty folder, or one segrl baseline saved a segmenter in"
+        )
 
 
 def run_baseline(
@@ -62,6 +94,16 @@ def run_baseline(
         raise ConfigError(
             f"--vocab-size must be at least 2 for {config.method}, got {config.vocab_size}"
         )
+    if not 0 < config.character_coverage <= 1:
+        raise ConfigError(
+            f"--character-coverage must be in (0, 1], got {config.character_coverage:g}"
+        )
+    if not config.morfessor_corpus_weight > 0:
+        raise ConfigError(
+            f"--corpus-weight must be above 0, got {config.morfessor_corpus_weight:g}"
+        )
+    if config.out is not None:
+        check_out_folder(Path(config.out))
     corpus = corpus or load_corpus(config.data)
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     check_gold_fits(gold, corpus, config.gold.path)
@@ -78,6 +120,6 @@ def run_baseline(
         metrics["train_seconds"] = train_seconds
         log_segmenter(name, "baseline", metrics, baseline_samples(segmenter, corpus.test))
         with tempfile.TemporaryDirectory() as tmp:
-            saved = segmenter.save(Path(tmp) / "segmenter")
+            saved = segmenter.save(Path(config.out) if config.out else Path(tmp) / "segmenter")
             log_segmenter_model(saved, config.tracking.register)
     return metrics

@@ -20,8 +20,8 @@ import morfessor.utils
 
 from segrl.baselines.base import Segmenter
 from segrl.config import Dampening
-from segrl.data.corpus import Corpus
-from segrl.errors import ModelError
+from segrl.data.corpus import Corpus, read_lines
+from segrl.errors import DataError, ModelError
 
 MORPH_SEPARATOR = " + "
 """Between the morphs of a word in a Morfessor segmentation file (Morfessor's default)."""
@@ -29,6 +29,8 @@ MORPH_SEPARATOR = " + "
 morfessor.utils.show_progress_bar = False  # its dots would clutter segrl's own progress output
 
 MODEL_FILE = "morfessor.segmentations.txt"
+PICKLE_START = b"\x80"
+"""How a pickle of protocol 2 or later, as Morfessor's binary models are, starts."""
 DAMPENING: tuple[str, ...] = typing.get_args(Dampening)
 MIN_VITERBI_LENGTH = 30
 
@@ -43,8 +45,11 @@ class MorfessorSegmenter(Segmenter):
 
     Options: ``corpusweight`` (Morfessor's alpha), ``dampening`` of counts (``ones``: each word type
     counts once, the default, which gives the best boundary F1 on the bundled gold set; ``log``:
-    ``round(log2(count + 1))``; ``none``: token counts), ``seed``, ``cache_dir`` (None: the default
-    cache; ``""``: no cache).
+    ``round(log2(count + 1))``; ``none``: token counts), ``seed``, ``annotations`` (a file of
+    Morfessor's annotation format, ``word morph morph, other analysis``, for semi-supervised
+    training, as ``morfessor -A``; such models are not cached) and ``annotation_weight``
+    (``morfessor -W``; None: Morfessor balances the annotated and unannotated tokens), ``cache_dir``
+    (None: the default cache; ``""``: no cache).
     """
 
     method = "morfessor"
@@ -54,17 +59,38 @@ class MorfessorSegmenter(Segmenter):
         corpusweight: float = 1.0,
         dampening: str = "ones",
         seed: int = 0,
+        annotations: str | None = None,
+        annotation_weight: float | None = None,
         cache_dir: str | None = None,
     ):
         if dampening not in DAMPENING:
             raise ValueError(f"dampening must be one of {DAMPENING}, got {dampening!r}")
-        super().__init__(corpusweight=corpusweight, dampening=dampening, seed=seed)
+        super().__init__(
+            corpusweight=corpusweight,
+            dampening=dampening,
+            seed=seed,
+            annotations=annotations,
+            annotation_weight=annotation_weight,
+        )
         self.cache_dir = (
             default_cache_dir() if cache_dir is None else (Path(cache_dir) if cache_dir else None)
         )
         self.model: morfessor.BaselineModel | None = None
         self.from_cache = False
         self._longest: int | None = None
+
+    @classmethod
+    def from_segmentation_file(cls, path: str | Path) -> MorfessorSegmenter:
+        """The segmenter of a Morfessor segmentation file (``morfessor -S FILE``, Morfessor's text
+        model: ``count morph + morph`` lines). Morfessor's binary models (``morfessor -s``) are
+        Python pickles, which can run code when read: they are refused, never unpickled."""
+        path = Path(path)
+        refuse_binary_model(path)
+        segmenter = cls(cache_dir="")
+        segmenter._read(path)
+        segmenter.alphabet = frozenset(c for m, _ in segmenter.model.get_constructions() for c in m)
+        segmenter.trained = True
+        return segmenter
 
     def _train(self, corpus: Corpus) -> None:
         cached = self._cache_path(corpus)
@@ -83,6 +109,9 @@ class MorfessorSegmenter(Segmenter):
         }[self.options["dampening"]]
         model = morfessor.BaselineModel(corpusweight=self.options["corpusweight"])
         model.load_data([(n, w) for w, n in sorted(counts.items())], count_modifier=modifier)
+        if self.options["annotations"] is not None:
+            annotations = read_annotations_file(Path(self.options["annotations"]))
+            model.set_annotations(annotations, self.options["annotation_weight"])
         state = random.getstate()
         random.seed(self.options["seed"])
         try:
@@ -110,7 +139,7 @@ class MorfessorSegmenter(Segmenter):
         return self._longest
 
     def _cache_path(self, corpus: Corpus) -> Path | None:
-        if self.cache_dir is None:
+        if self.cache_dir is None or self.options["annotations"] is not None:
             return None
         key = hashlib.sha256(json.dumps(self.options, sort_keys=True).encode()).hexdigest()[:8]
         return self.cache_dir / f"morfessor-{corpus.fingerprint}-{key}.txt"
@@ -124,7 +153,7 @@ class MorfessorSegmenter(Segmenter):
             model = morfessor.BaselineModel(corpusweight=self.options["corpusweight"])
             segmentations = read_segmentation_file(path)
             model.load_segmentations(segmentations)
-        except (OSError, ValueError, IndexError) as e:
+        except (OSError, ValueError, IndexError) as e:  # ValueError: not UTF-8 or no count
             raise ModelError(f"{path}: cannot read the Morfessor model ({e})") from None
         if not segmentations:
             raise ModelError(f"{path}: no segmentations in it; damaged or not a Morfessor model")
@@ -135,6 +164,43 @@ class MorfessorSegmenter(Segmenter):
 
     def _load_files(self, folder: Path) -> None:
         self._read(folder / MODEL_FILE)
+
+
+def refuse_binary_model(path: Path) -> None:
+    """A ``ModelError`` if ``path`` is a pickle (Morfessor's binary model), told by its first byte
+    without unpickling it."""
+    try:
+        with path.open("rb") as file:
+            start = file.read(1)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read it ({e.strerror})") from None
+    if start == PICKLE_START:
+        raise ModelError(
+            f"{path}: a Morfessor binary model (a Python pickle, which segrl never loads: it can "
+            "run code); give Morfessor's segmentation file instead (morfessor -l MODEL -S model.txt)"
+        )
+
+
+def read_annotations_file(path: Path) -> dict[str, list[list[str]]]:
+    """Each word's analyses in a Morfessor annotation file (``word morph morph, morph morph`` lines:
+    the word, then its analyses separated by ``,``, morphs by spaces; ``#`` comments), as Morfessor's
+    ``read_annotations_file`` gives them. A line whose analysis does not spell its word is a
+    ``DataError`` naming the file and line."""
+    annotations: dict[str, list[list[str]]] = {}
+    for _file, number, line in read_lines(path):
+        if not line.strip() or line.startswith("#"):
+            continue
+        word, _, rest = line.strip().partition(" ")
+        analyses = [a.split() for a in rest.split(",")]
+        if not all("".join(morphs) == word for morphs in analyses):
+            raise DataError(
+                f"{path}:{number}: an analysis that does not spell {word!r}; Morfessor's "
+                "annotation lines are 'word morph morph, morph morph'"
+            )
+        annotations.setdefault(word, []).extend(analyses)
+    if not annotations:
+        raise DataError(f"{path}: no annotations in it; give 'word morph morph' lines")
+    return annotations
 
 
 def read_segmentation_file(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:

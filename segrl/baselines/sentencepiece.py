@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import bisect
 import io
+import itertools
 import tempfile
 from pathlib import Path
 
 import sentencepiece as spm
+from sentencepiece.sentencepiece_model_pb2 import ModelProto, TrainerSpec
 
-from segrl.baselines.base import Segmenter, check_vocab_size, strip_word_marker
+from segrl.baselines.base import Segmenter, check_vocab_size
 from segrl.data.corpus import Corpus
-from segrl.errors import ModelError
+from segrl.errors import ConfigError, ModelError
 
 MODEL_FILE = "sentencepiece.model"
 
@@ -21,21 +24,67 @@ class SentencePieceSegmenter(Segmenter):
     trains on the words with their counts (SentencePiece's ``tsv`` input: ``word<TAB>count``), as if
     each word occurred that many times in running text.
 
-    Options: ``model_type`` (``bpe`` or ``unigram``), ``vocab_size`` (a soft limit on small corpora).
+    Options: ``model_type`` (``bpe`` or ``unigram``), ``vocab_size`` (a soft limit on small corpora),
+    ``character_coverage`` (SentencePiece's: the fraction of the training characters that get pieces
+    of their own; the rest are unknown, ``<unk>``, and stay whole segments of the input).
+
+    A segmenter is also made from a SentencePiece model file that ``spm_train`` wrote
+    (``from_model_file``). A segment is the part of the input a piece covers, so segments spell the
+    input whatever the model's normalisation (``nmt_nfkc``, ``spm_train``'s default, included).
     """
 
     method = "sentencepiece"
 
-    def __init__(self, model_type: str = "unigram", vocab_size: int = 2000):
+    def __init__(
+        self, model_type: str = "unigram", vocab_size: int = 2000, character_coverage: float = 1.0
+    ):
         if model_type not in ("bpe", "unigram"):
             raise ValueError(f"model_type must be bpe or unigram, got {model_type!r}")
-        super().__init__(model_type=model_type, vocab_size=vocab_size)
+        if not 0 < character_coverage <= 1:
+            raise ValueError(f"character_coverage must be in (0, 1], got {character_coverage!r}")
+        super().__init__(
+            model_type=model_type, vocab_size=vocab_size, character_coverage=character_coverage
+        )
         self._proto: bytes = b""
         self._processor: spm.SentencePieceProcessor | None = None
+        self._sampling_alpha: float | None = None
+
+    @classmethod
+    def from_model_file(cls, path: str | Path) -> SentencePieceSegmenter:
+        """The segmenter of a SentencePiece model file (``spm_train``'s ``PREFIX.model``, or the
+        ``sentencepiece.model`` segrl saves), read with SentencePiece's own loader."""
+        path = Path(path)
+        segmenter = cls()
+        try:
+            proto = path.read_bytes()
+        except OSError as e:
+            raise ModelError(f"{path}: cannot read it ({e.strerror})") from None
+        try:
+            segmenter._set_proto(proto)
+        except RuntimeError as e:
+            raise ModelError(f"{path}: not a SentencePiece model ({e})") from None
+        processor = segmenter._processor
+        segmenter.alphabet = None  # the model's own normalisation and <unk> see every character
+        spec = ModelProto.FromString(segmenter._proto).trainer_spec
+        segmenter.options["model_type"] = TrainerSpec.ModelType.Name(spec.model_type).lower()
+        segmenter.options["vocab_size"] = processor.get_piece_size()
+        segmenter.options["character_coverage"] = spec.character_coverage
+        segmenter.trained = True
+        return segmenter
+
+    def sample(self, alpha: float, seed: int) -> None:
+        """From now on, segment by sampling (subword regularisation: SentencePiece's
+        ``enable_sampling`` over all segmentations, ``nbest_size=-1``, with smoothing ``alpha``),
+        SentencePiece's generator seeded with ``seed`` (one generator for the whole process)."""
+        if not 0 < alpha <= 1:
+            raise ConfigError(f"--sample {alpha:g}: give a smoothing alpha in (0, 1]")
+        spm.set_random_generator_seed(seed)
+        self._sampling_alpha = alpha
 
     def _train(self, corpus: Corpus) -> None:
         texts = corpus.word_counts("train") if corpus.kind == "words" else corpus.train
-        check_vocab_size(self.options["vocab_size"], texts, 1, self.method)  # <unk>
+        if self.options["character_coverage"] == 1:  # else some characters need no piece
+            check_vocab_size(self.options["vocab_size"], texts, 1, self.method)  # <unk>
         if corpus.kind == "words":
             with tempfile.TemporaryDirectory() as tmp:
                 words = Path(tmp) / "words.tsv"
@@ -59,7 +108,7 @@ class SentencePieceSegmenter(Segmenter):
             model_writer=model,
             vocab_size=self.options["vocab_size"],
             model_type=self.options["model_type"],
-            character_coverage=1.0,
+            character_coverage=self.options["character_coverage"],
             normalization_rule_name="identity",
             hard_vocab_limit=False,
             bos_id=-1,
@@ -74,7 +123,16 @@ class SentencePieceSegmenter(Segmenter):
         self._processor = spm.SentencePieceProcessor(model_proto=proto)
 
     def _segment(self, word: str) -> list[str]:
-        return strip_word_marker(self._processor.encode(word, out_type=str))
+        sampling = {}
+        if self._sampling_alpha is not None:
+            sampling = {"enable_sampling": True, "alpha": self._sampling_alpha, "nbest_size": -1}
+        text = self._processor.encode(word, return_type="proto", **sampling)
+        # a piece covers the input's bytes from its ``begin``: cut the word where a piece begins
+        # (characters that normalisation dropped go with the piece after them)
+        byte_ends = list(itertools.accumulate(len(c.encode()) for c in word))
+        cuts = {bisect.bisect_right(byte_ends, piece.begin) for piece in text.pieces}
+        bounds = sorted(cuts - {0, len(word)})
+        return [word[a:b] for a, b in itertools.pairwise([0, *bounds, len(word)])]
 
     def _save_files(self, folder: Path) -> None:
         (folder / MODEL_FILE).write_bytes(self._proto)
@@ -91,12 +149,16 @@ class SentencePieceSegmenter(Segmenter):
 class SentencePieceBPE(SentencePieceSegmenter):
     method = "bpe"
 
-    def __init__(self, vocab_size: int = 2000, model_type: str = "bpe"):
-        super().__init__(model_type="bpe", vocab_size=vocab_size)
+    def __init__(
+        self, vocab_size: int = 2000, model_type: str = "bpe", character_coverage: float = 1.0
+    ):
+        super().__init__("bpe", vocab_size, character_coverage)
 
 
 class SentencePieceUnigram(SentencePieceSegmenter):
     method = "unigram"
 
-    def __init__(self, vocab_size: int = 2000, model_type: str = "unigram"):
-        super().__init__(model_type="unigram", vocab_size=vocab_size)
+    def __init__(
+        self, vocab_size: int = 2000, model_type: str = "unigram", character_coverage: float = 1.0
+    ):
+        super().__init__("unigram", vocab_size, character_coverage)

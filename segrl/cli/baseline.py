@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from segrl.cli.common import (
     add_config_arg,
@@ -42,6 +43,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="morfessor_dampening",
         choices=("ones", "log", "none"),
         help="how Morfessor weights word counts: ones (types; default), log, none (tokens)",
+    )
+    parser.add_argument(
+        "--corpus-weight",
+        dest="morfessor_corpus_weight",
+        type=float,
+        metavar="ALPHA",
+        help="Morfessor's corpus weight: above 1 gives fewer, longer morphs; below 1 more, "
+        "shorter ones (default 1)",
+    )
+    parser.add_argument(
+        "--morfessor-annotations",
+        dest="morfessor_annotations",
+        metavar="FILE",
+        help="semi-supervised Morfessor: annotated words, 'word morph morph, morph morph' lines "
+        "(Morfessor's annotation file, as morfessor -A)",
+    )
+    parser.add_argument(
+        "--annotation-weight",
+        dest="morfessor_annotation_weight",
+        type=float,
+        metavar="W",
+        help="the annotated words' corpus weight (morfessor -W; default: Morfessor balances them)",
+    )
+    parser.add_argument(
+        "--character-coverage",
+        dest="character_coverage",
+        type=float,
+        metavar="F",
+        help="SentencePiece's character_coverage for bpe/unigram (default 1: every character)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="also save the segmenter in DIR, with its tool's own model file (sentencepiece.model, "
+        "Morfessor's morfessor.segmentations.txt); with --method all, DIR/METHOD",
     )
     parser.add_argument(
         "--train-seed",
@@ -93,10 +129,15 @@ def run_baseline_command(args: argparse.Namespace) -> int:
         f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences; "
         f"gold: {len(gold)} words"
     )
+    out = config.out
     for method in methods:
         config.method = method
+        if out is not None and len(methods) > 1:
+            config.out = str(Path(out) / method)
         print(f"[{method}] training ...", flush=True)
         metrics = run_baseline(config, corpus, gold)
+        if config.out is not None:
+            print(f"[{method}] saved in {config.out}")
         print(
             f"[{method}] boundary P/R/F1 {metrics['boundary_precision']:.3f} / "
             f"{metrics['boundary_recall']:.3f} / {metrics['boundary_f1']:.3f}, "

@@ -16,6 +16,10 @@ CHUNK = 512
 """Items segmented (and written) at a time: output streams while the input is read."""
 INPUT_FORMATS = ("auto", "words", "counts", "text")
 STDIN = "<stdin>"
+MODEL_HELP = (
+    "a folder a segrl job wrote, an MLflow model URI, a SentencePiece .model or a Morfessor "
+    "segmentation file (morfessor -S)"
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,10 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "segment",
         help="segment words or text with a trained segmenter (stdin to stdout)",
         description="Segment words (one per line), word-count lists or running text with a trained "
-        "segmenter: a folder a segrl job wrote, or an MLflow URI (runs:/RUN_ID/model, "
-        "models:/NAME/VERSION). Reads FILE or stdin, writes to stdout as it goes.",
+        "segmenter: a folder a segrl job wrote, an MLflow URI (runs:/RUN_ID/model, "
+        "models:/NAME/VERSION), a SentencePiece model or a Morfessor segmentation file. Reads FILE or stdin, writes to stdout as it goes.",
     )
-    parser.add_argument("--model", required=True, metavar="M", help="folder or MLflow model URI")
+    parser.add_argument("--model", required=True, metavar="M", help=MODEL_HELP)
     parser.add_argument("file", nargs="?", metavar="FILE", help="input (default: stdin)")
     parser.add_argument(
         "--input-format",
@@ -45,6 +49,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "@@expected @@ly'; the default for text) or separator ('un-expected-ly', see --separator)",
     )
     parser.add_argument("--separator", default="-", help="the separator of --format separator")
+    parser.add_argument(
+        "--sample",
+        type=float,
+        metavar="ALPHA",
+        help="a SentencePiece model only: sample each segmentation (subword regularisation) with "
+        "smoothing ALPHA in (0, 1] instead of taking the best",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the seed of --sample (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads")
     parser.set_defaults(func=run_segment)
@@ -58,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "of segrl.metrics. --log records each as an MLflow run that segrl compare shows.",
     )
     source = evaluate.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", metavar="M", help="folder or MLflow model URI")
+    source.add_argument("--model", metavar="M", help=MODEL_HELP)
     source.add_argument("--predictions", metavar="FILE", help="segmentations, one word a line")
     evaluate.add_argument(
         "--predictions-format",
@@ -118,6 +130,8 @@ def run_segment(args: argparse.Namespace) -> int:
 
         set_threads(args.threads)
     segmenter = load_segmenter(args.model)
+    if args.sample is not None:
+        segmenter.sample(args.sample, args.seed)
     lines = input_lines(args.file)
     fmt = args.input_format
     if fmt == "auto":

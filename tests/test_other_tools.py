@@ -1,0 +1,254 @@
+"""Other tools' models used directly: a SentencePiece ``.model`` written by SentencePiece's own
+trainer and the files the ``morfessor`` command writes (its segmentation file; its binary model, a
+pickle, refused unread) load with ``segrl.load_segmenter`` and ``segrl segment``/``evaluate
+--model``."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+from sentencepiece.sentencepiece_model_pb2 import ModelProto
+
+from segrl import load_segmenter
+from segrl.cli import EXIT_USER_ERROR, main
+from segrl.errors import ModelError
+
+from .conftest import write_small_corpus
+
+MORFESSOR = Path(sys.executable).with_name("morfessor")
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory) -> Path:
+    return write_small_corpus(tmp_path_factory.mktemp("text") / "small.txt")
+
+
+@pytest.fixture(scope="module")
+def spm_model(text, tmp_path_factory) -> Path:
+    """A unigram model as ``spm_train`` writes it (default normalisation, ``nmt_nfkc``)."""
+    prefix = tmp_path_factory.mktemp("spm") / "en"
+    spm.SentencePieceTrainer.train(
+        input=str(text), model_prefix=str(prefix), vocab_size=60, minloglevel=2, num_threads=1
+    )
+    return prefix.with_suffix(".model")
+
+
+@pytest.fixture(scope="module")
+def morfessor_files(text, tmp_path_factory) -> tuple[Path, Path]:
+    """(segmentation file, binary model) that the ``morfessor`` command wrote for the text."""
+    folder = tmp_path_factory.mktemp("morfessor")
+    subprocess.run(
+        [MORFESSOR, "-t", text, "-S", folder / "model.txt", "-s", folder / "model.bin"],
+        check=True,
+        capture_output=True,
+    )
+    return folder / "model.txt", folder / "model.bin"
+
+
+def test_a_sentencepiece_model_segments_as_sentencepiece_does(spm_model):
+    segmenter = load_segmenter(spm_model)
+    words = ["walked", "jumping", "talks"]
+    processor = spm.SentencePieceProcessor(model_file=str(spm_model))
+    expected = [[p.lstrip("\u2581") for p in processor.encode(w, out_type=str)] for w in words]
+    expected = [[p for p in pieces if p] for pieces in expected]
+    assert segmenter.kind == "classic"
+    assert segmenter.segment_words(words) == expected
+    assert any(len(pieces) > 1 for pieces in expected)
+
+
+def test_segments_spell_the_input_whatever_the_normalisation(spm_model):
+    # nmt_nfkc turns the ligature into "fi" and the full-width letter into "A": segments stay
+    # the input's own characters
+    segmenter = load_segmenter(spm_model)
+    for word in ["ﬁnﬁshed", "Ａwalked", "walkéd"]:
+        assert "".join(segmenter.segment_words([word])[0]) == word
+
+
+def test_a_morfessor_segmentation_file_segments_as_morfessor_does(morfessor_files, text):
+    segmentation, _binary = morfessor_files
+    segmenter = load_segmenter(segmentation)
+    words = ["walked", "jumping", "talks", "kicker"]
+    found = subprocess.run(
+        [MORFESSOR, "-L", segmentation, "-T", "-"],
+        input="\n".join(words) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    expected = [line.split(" ") for line in found if line]
+    assert segmenter.segment_words(words) == expected
+    assert ["walk", "ed"] in expected
+
+
+def test_a_morfessor_binary_model_is_refused_unread(tmp_path, morfessor_files):
+    _segmentation, binary = morfessor_files
+    with pytest.raises(ModelError) as refused:
+        load_segmenter(binary)
+    message = str(refused.value)
+    assert str(binary) in message and "pickle" in message and "-S" in message
+    assert "\n" not in message
+    marker = tmp_path / "ran"
+
+    class RunsACommand:
+        def __reduce__(self):
+            return (os.system, (f"touch {shlex.quote(str(marker))}",))
+
+    hostile = tmp_path / "hostile.bin"
+    hostile.write_bytes(pickle.dumps(RunsACommand(), pickle.HIGHEST_PROTOCOL))
+    assert main(["segment", "--model", str(hostile), os.devnull]) == EXIT_USER_ERROR
+    assert not marker.exists()
+
+
+def test_a_file_of_neither_tool_is_one_line(tmp_path, capsys):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("just some words\n", encoding="utf-8")
+    assert main(["segment", "--model", str(junk), os.devnull]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(junk) in err and "SentencePiece" in err
+
+
+def test_segment_and_evaluate_take_the_files(morfessor_files, spm_model, tmp_path, capsys):
+    words = tmp_path / "words.txt"
+    words.write_text("walked\njumping\n", encoding="utf-8")
+    segmentation, _binary = morfessor_files
+    assert main(["segment", "--model", str(segmentation), str(words), "--quiet"]) == 0
+    assert capsys.readouterr().out == "walk ed\njump ing\n"
+    gold = tmp_path / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\njumping\tjump @@ing\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(segmentation), "--gold", str(gold)]) == 0
+    out = capsys.readouterr().out
+    assert "model.txt" in out and "1.000" in out
+    assert main(["evaluate", "--model", str(spm_model), "--gold", str(gold)]) == 0
+    assert "en.model" in capsys.readouterr().out
+
+
+def test_sampling_is_seeded_and_varies(spm_model):
+    words = ["walking"] * 40
+    segmenter = load_segmenter(spm_model)
+    segmenter.sample(0.1, seed=3)
+    sampled = segmenter.segment_words(words)
+    segmenter.sample(0.1, seed=3)
+    assert segmenter.segment_words(words) == sampled
+    assert len({tuple(s) for s in sampled}) > 1
+    assert all("".join(s) == "walking" for s in sampled)
+
+
+def test_sampling_needs_a_sentencepiece_model(morfessor_files):
+    with pytest.raises(ModelError, match="SentencePiece"):
+        load_segmenter(morfessor_files[0]).sample(0.1)
+
+
+def test_segment_sample_draws_segmentations_of_the_word(spm_model, tmp_path, capsys):
+    words = tmp_path / "words.txt"
+    words.write_text("walking\n" * 30, encoding="utf-8")
+    command = ["segment", "--model", str(spm_model), str(words), "--quiet", "--sample", "0.1"]
+    assert main([*command, "--seed", "5"]) == 0
+    first = capsys.readouterr().out.splitlines()
+    assert main([*command, "--seed", "5"]) == 0
+    assert capsys.readouterr().out.splitlines() == first
+    assert len(set(first)) > 1 and all(line.replace(" ", "") == "walking" for line in first)
+    assert main([*command[:-2], "--sample", "2"]) == EXIT_USER_ERROR
+    assert "--sample 2" in capsys.readouterr().err
+
+
+def test_baseline_out_writes_a_model_spm_reads(mlflow_store, text, capsys):
+    out = mlflow_store / "unigram"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--vocab-size", "60"]
+    assert main(["baseline", "--method", "unigram", *args, "--out", str(out)]) == 0
+    assert "[unigram] saved in" in capsys.readouterr().out
+    processor = spm.SentencePieceProcessor(model_file=str(out / "sentencepiece.model"))
+    words = ["walked", "jumping", "talks"]
+    pieces = [[p.lstrip("\u2581") for p in processor.encode(w, out_type=str)] for w in words]
+    expected = [[p for p in word if p] for word in pieces]
+    assert load_segmenter(out).segment_words(words) == expected
+    assert load_segmenter(out / "sentencepiece.model").segment_words(words) == expected
+
+
+def test_baseline_character_coverage_reaches_sentencepiece(mlflow_store, text):
+    out = mlflow_store / "bpe"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--vocab-size", "60"]
+    assert main(["baseline", "--method", "bpe", *args, "--out", str(out)]) == 0
+    coverage = ModelProto.FromString((out / "sentencepiece.model").read_bytes())
+    assert coverage.trainer_spec.character_coverage == 1.0
+    assert (
+        main(
+            [
+                "baseline",
+                "--method",
+                "bpe",
+                *args,
+                "--character-coverage",
+                "0.98",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    coverage = ModelProto.FromString((out / "sentencepiece.model").read_bytes())
+    assert coverage.trainer_spec.character_coverage == pytest.approx(0.98)
+    assert main(["baseline", "--method", "bpe", *args, "--character-coverage", "0"]) == 2
+
+
+def test_baseline_out_writes_a_file_morfessor_reads(mlflow_store, text, capsys):
+    out = mlflow_store / "morfessor"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--out", str(out)]
+    assert main(["baseline", "--method", "morfessor", *args]) == 0
+    words = ["helped", "kicking", "opener", "callers"]  # letters of the training split
+    found = subprocess.run(
+        [MORFESSOR, "-L", out / "morfessor.segmentations.txt", "-T", "-"],
+        input="\n".join(words) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    assert load_segmenter(out).segment_words(words) == [line.split(" ") for line in found if line]
+
+
+def test_corpus_weight_sets_morfessors_alpha(corpus):
+    from segrl.baselines import MorfessorSegmenter
+
+    def morphs(weight: float) -> int:
+        segmenter = MorfessorSegmenter(corpusweight=weight, cache_dir="").train(corpus)
+        assert segmenter.model.get_corpus_coding_weight() == weight
+        return sum(len(segmenter.segment(w)) for w in corpus.word_counts("train"))
+
+    assert morphs(0.05) > morphs(1.0) > morphs(20.0)  # more weight on the corpus: fewer splits
+
+
+def test_baseline_out_refuses_a_folder_of_other_files(mlflow_store, text, capsys):
+    mine = mlflow_store / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep me", encoding="utf-8")
+    args = ["--corpus", str(text), "--method", "characters", "--out", str(mine)]
+    assert main(["baseline", *args]) == EXIT_USER_ERROR
+    assert "--out" in capsys.readouterr().err
+    assert (mine / "thesis.tex").read_text(encoding="utf-8") == "keep me"
+
+
+def test_morfessor_annotations_train_semi_supervised(corpus, tmp_path):
+    from segrl.baselines import MorfessorSegmenter
+
+    annotations = tmp_path / "annotations.txt"
+    annotations.write_text("# Morfessor's annotation format\noften of ten\nhome ho me\n", "utf-8")
+    plain = MorfessorSegmenter(cache_dir="").train(corpus)
+    taught = MorfessorSegmenter(annotations=str(annotations), cache_dir="").train(corpus)
+    assert [plain.segment(w) for w in ("often", "home")] == [["often"], ["home"]]
+    assert [taught.segment(w) for w in ("often", "home")] == [["of", "ten"], ["ho", "me"]]
+    assert taught.segment("walked") == ["walk", "ed"]
+
+
+def test_a_bad_annotation_line_is_one_line(mlflow_store, text, capsys):
+    annotations = mlflow_store / "annotations.txt"
+    annotations.write_text("often of ten\nhome hom me\n", encoding="utf-8")
+    args = ["--corpus", str(text), "--morfessor-annotations", str(annotations)]
+    assert main(["baseline", "--method", "morfessor", *args]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{annotations}:2:" in err and "'home'" in err
