@@ -384,7 +384,14 @@ def test_ctrl_c_stops_the_bench_and_its_queued_cells(mlflow_store, small_corpus_
     said = mlflow_store / "stderr.txt"
     with said.open("w") as stderr:
         bench = subprocess.Popen(
-            command, cwd=mlflow_store, env=env, stderr=stderr, start_new_session=True
+            command,
+            cwd=mlflow_store,
+            env=env,
+            stderr=stderr,
+            start_new_session=True,
+            # as from a terminal: a Ctrl-C is a KeyboardInterrupt even where this test runs with
+            # SIGINT ignored (a shell's background job), which a child would otherwise inherit
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     training = out / "en" / "agent" / "seed-0" / "run"
     while not (training / "checkpoint.pt").exists():  # the first cell is training
