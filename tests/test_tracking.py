@@ -12,12 +12,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import mlflow
+import segrl
 from segrl.config import BaselineConfig
 from segrl.errors import TrackingError
 from segrl.tracking.queries import segmenter_runs
 from segrl.tracking.runs import log_metrics, log_segmenter, start_run
 from segrl.tracking.store import ensure_reachable, tracking_uri
-from segrl.tracking.tags import RUN_TAGS_VARIABLE, SEGMENTER_TAG
+from segrl.tracking.tags import RUN_TAGS_VARIABLE, SEGMENTER_TAG, version_tags
 from segrl.tracking.ui import EXPERIMENT_KIND_TAG, VIEW_TAG, runs_table_url
 
 
@@ -298,3 +299,66 @@ def test_every_kind_of_segmenter_run_is_a_run_kind():
     from segrl.units.experiment import UNITS_KIND
 
     assert set(RUN_KINDS) == {"baseline", AGENT_KIND, EVALUATED_KIND, LM_KIND, UNITS_KIND}
+
+
+def test_a_run_is_named_as_compare_names_its_segmenter_and_records_its_source(
+    mlflow_store, small_corpus_file, capsys
+):
+    """One rule for every kind of run: its MLflow run name is the segmenter's name ``segrl compare``
+    shows (not the run folder's, not a model version's number); MLflow's source tags name the
+    command and segrl's commit; the logged model keeps the name ``runs:/RUN_ID/model`` finds."""
+    from segrl.cli import main
+
+    corpus = ["--corpus", str(small_corpus_file), "--gold-max-words", "100"]
+    train = ["train", *corpus, "--evaluator", "gold", "--steps", "2", "--batch-size", "4"]
+    assert main([*train, "--threads", "1", "--out", str(mlflow_store / "my-folder")]) == 0
+    baseline = ["baseline", "--method", "characters", *corpus, "--min-char-count", "1"]
+    assert main([*baseline, "--register", "chars"]) == 0
+    assert main(["evaluate", "--model", "models:/chars/1", "--log"]) == 0
+    capsys.readouterr()
+
+    rows = {row["kind"]: row for row in segmenter_runs()}
+    assert rows["agent"]["segmenter"] == "reinforce-bilstm-gold-per-action"
+    assert rows["baseline"]["segmenter"] == "characters"
+    assert rows["evaluated"]["segmenter"] == "chars-v1"  # models:/chars/1, not "1"
+    for row in rows.values():
+        assert row["run_name"] == row["segmenter"]
+    assert main(["compare"]) == 0
+    shown = capsys.readouterr().out
+    assert all(row["segmenter"] in shown for row in rows.values())
+
+    client = MlflowClient()
+    commit = version_tags().get("segrl.git_commit", "").removesuffix("-dirty")
+    for kind, command in [("agent", "train"), ("baseline", "baseline"), ("evaluated", "evaluate")]:
+        tags = client.get_run(rows[kind]["run_id"]).data.tags
+        assert tags["mlflow.source.name"] == f"segrl {command}"
+        assert tags["mlflow.source.type"] == "LOCAL"
+        assert tags.get("mlflow.source.git.commit", "") == commit
+    if (Path(segrl.__file__).parents[1] / ".git").exists():  # this test runs from a checkout
+        assert len(commit) == 40
+
+    agent_run = rows["agent"]["run_id"]
+    model = mlflow.pyfunc.load_model(f"runs:/{agent_run}/model")
+    assert ["".join(s) for s in model.predict(["walked", "jumping"])] == ["walked", "jumping"]
+    (logged,) = mlflow.search_logged_models(
+        filter_string=f"source_run_id = '{agent_run}'", output_format="list"
+    )
+    assert logged.name == "model"
+    assert logged.tags["segrl.segmenter"] == "reinforce-bilstm-gold-per-action"
+    assert logged.tags["segrl.kind"] == "agent"
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("models:/english-morphs/12", "english-morphs-v12"),
+        ("models:/english-morphs@champion", "english-morphs@champion"),
+        ("models:/english-morphs/latest", "english-morphs-latest"),
+        ("runs:/0123abcd/model", "0123abcd"),
+        ("runs/slm/best/", "best"),
+    ],
+)
+def test_a_scored_model_is_named_after_its_registered_name_and_version(model, name):
+    from segrl.cli.segment import _model_name
+
+    assert _model_name(model) == name

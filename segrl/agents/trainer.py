@@ -178,13 +178,14 @@ def agent_job(
     metric_step: int = 1,
 ) -> Job:
     """The ``segrl.jobs.Job`` of an agent's training, whatever the agent: the config's cadences,
-    the periodic evaluation (``evaluate_and_log``), MLflow's experiment, run name and tags."""
+    the periodic evaluation (``evaluate_and_log``), MLflow's experiment, run name (the segmenter's
+    name, ``config.name``, unless ``--run-name``) and tags."""
     return Job(
         run,
         config,
         steps=steps,
         experiment=config.tracking.experiment,
-        run_name=config.tracking.run_name or run.path.name,
+        run_name=config.tracking.run_name or config.name,
         save=save,
         restore=restore,
         evaluate=lambda step: evaluate_and_log(segmenter, task, step),

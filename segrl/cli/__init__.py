@@ -16,6 +16,7 @@ import warnings
 
 from segrl import __version__
 from segrl.errors import DataWarning, SegrlError
+from segrl.tracking.tags import set_command
 
 COMMAND_MODULES = (
     "segrl.cli.data",
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    words = _command_words(parser, sys.argv[1:] if argv is None else argv)
+    set_command(" ".join(["segrl", *words]))
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -66,6 +69,18 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"segrl: error: {e.filename}: {_NAME_TOO_LONG}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+def _command_words(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """The subcommand words that start ``argv`` (``["units", "train"]``), as the parser knows them."""
+    words = []
+    for word in argv:
+        found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not found or word not in found[0].choices:
+            break
+        words.append(word)
+        parser = found[0].choices[word]
+    return words
 
 
 _show_other_warning = warnings.showwarning

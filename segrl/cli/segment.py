@@ -93,7 +93,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--gold", action="append", metavar="FILE", help="a gold file (repeat for several)"
     )
     evaluate.add_argument("--log", action="store_true", help="record the scores in MLflow")
-    evaluate.add_argument("--name", help="the segmenter's name in segrl compare")
+    evaluate.add_argument(
+        "--name",
+        help="the segmenter's name in segrl compare, and its run's with --log (default: the "
+        "registered model's name and version, NAME-v1, or the run's id or the file's name)",
+    )
     evaluate.add_argument("--experiment", default="segrl", help="MLflow experiment (with --log)")
     evaluate.set_defaults(func=run_evaluate)
 
@@ -209,5 +213,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _model_name(model: str) -> str:
+    """The name a scored model's segmenter (and its run) gets without ``--name``: a registered
+    model's name and version (``models:/NAME/2`` is ``NAME-v2``; ``models:/NAME@ALIAS`` is
+    ``NAME@ALIAS``), a run's id (``runs:/RUN_ID/model``), else the folder's name."""
     text = model.rstrip("/")
+    if text.startswith("models:/"):
+        name, _, version = text.removeprefix("models:/").partition("/")
+        if version.isdigit():
+            return f"{name}-v{version}"
+        return f"{name}-{version}" if version else name
     return text.rsplit("/", 2)[-2] if text.endswith("/model") else Path(text).name

@@ -2,7 +2,8 @@
 
 - ``store``: the store in use (``MLFLOW_TRACKING_URI``, else ``./mlflow.db``), whether it answers,
   its artifact folders;
-- ``tags``: the tags segrl's runs carry (segmenter, kind, data, version, ``$SEGRL_RUN_TAGS``);
+- ``tags``: the tags segrl's runs carry (segmenter, kind, data, version, MLflow's source tags,
+  ``$SEGRL_RUN_TAGS``);
 - ``runs``: starting, resuming and ending runs; logging params, metrics, artifacts, segmenters and
   the data they trained on;
 - ``models``: a saved segmenter as a run's MLflow model (the file ``segrl/pyfunc_model.py``);

@@ -13,6 +13,7 @@ import mlflow.pyfunc
 
 from segrl.model_files import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
 from segrl.tracking.runs import active_run_id
+from segrl.tracking.tags import KIND_TAG, SEGMENTER_TAG
 from segrl.version import __version__
 
 PYFUNC_MODEL_FILE = Path(__file__).parents[1] / "pyfunc_model.py"
@@ -22,7 +23,11 @@ PYFUNC_MODEL_FILE = Path(__file__).parents[1] / "pyfunc_model.py"
 def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
     """Log the saved segmenter in ``folder`` as the active run's MLflow model (artifact path
     ``model``, with an input example and its signature; ``register``: also a new version of that
-    registered model). Returns its URI, ``runs:/RUN_ID/model``."""
+    registered model). Returns its URI, ``runs:/RUN_ID/model``.
+
+    The model is named ``model`` in every run: MLflow finds ``runs:/RUN_ID/model`` by the name of
+    the run's logged model. It carries the run's ``segrl.segmenter`` and ``segrl.kind`` tags (set by
+    ``log_segmenter`` before it), which name it in the MLflow UI's models."""
     folder = Path(folder)
     with tempfile.TemporaryDirectory() as tmp:
         if folder.name != SEGMENTER_ARTIFACT:  # MLflow keeps an artifact folder's own name
@@ -32,6 +37,7 @@ def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
 
 
 def _log_pyfunc(folder: Path, register: str | None) -> None:
+    run_tags = mlflow.get_run(active_run_id()).data.tags
     mlflow.pyfunc.log_model(
         name=MODEL_ARTIFACT,
         python_model=str(PYFUNC_MODEL_FILE),
@@ -39,4 +45,5 @@ def _log_pyfunc(folder: Path, register: str | None) -> None:
         input_example=["unexpectedly", "the cats sat"],  # the signature comes from predict's hints
         pip_requirements=[f"segrl=={__version__}"],
         registered_model_name=register,
+        tags={k: run_tags[k] for k in (SEGMENTER_TAG, KIND_TAG) if k in run_tags},
     )

@@ -39,6 +39,7 @@ from segrl.tracking.tags import (
     KIND_TAG,
     SEGMENTER_TAG,
     extra_run_tags,
+    source_tags,
     version_tags,
 )
 from segrl.tracking.ui import prepare_experiment_view
@@ -72,7 +73,7 @@ def start_run(
     extra = extra_run_tags()
     if nested:  # another segmenter of the same job: not the one the job's own tags name
         extra = {k: v for k, v in extra.items() if not k.endswith(JOB_IDENTITY_SUFFIXES)}
-    tags = {**version_tags(), **extra, **(tags or {})}
+    tags = {**version_tags(), **source_tags(), **extra, **(tags or {})}
     if resume_run_id is not None:
         try:
             check_artifact_folder(MlflowClient(uri).get_run(resume_run_id).info.artifact_uri, uri)

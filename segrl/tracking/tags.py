@@ -1,5 +1,6 @@
 """The tags segrl's runs carry: what a segmenter run is and what it trained on, the version of segrl
-that ran it, and the tags a parent process hands its jobs (``$SEGRL_RUN_TAGS``)."""
+that ran it and the command that started it (MLflow's own source tags), and the tags a parent
+process hands its jobs (``$SEGRL_RUN_TAGS``)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,32 @@ def version_tags() -> dict[str, str]:
             tags["segrl.git_commit"] = commit + ("-dirty" if dirty else "")
         except (OSError, subprocess.SubprocessError):
             pass
+    return tags
+
+
+SOURCE_NAME_TAG, SOURCE_TYPE_TAG = "mlflow.source.name", "mlflow.source.type"
+SOURCE_COMMIT_TAG = "mlflow.source.git.commit"
+"""MLflow's own tags for what ran a run: the UI's Source column shows them."""
+_command: str | None = None
+"""The ``segrl`` command this process runs (``segrl train``), once the command line has said it."""
+
+
+def set_command(command: str) -> None:
+    """Name the command this process runs (``segrl units train``): every run it starts records it
+    as its MLflow source."""
+    global _command
+    _command = command
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's source tags: the ``segrl`` command that ran (where the command line said which; from
+    Python, MLflow's own, the script's path, stays), ``LOCAL``, and segrl's git commit where known."""
+    tags = {SOURCE_TYPE_TAG: "LOCAL"}
+    if _command:
+        tags[SOURCE_NAME_TAG] = _command
+    commit = version_tags().get("segrl.git_commit")
+    if commit:
+        tags[SOURCE_COMMIT_TAG] = commit.removesuffix("-dirty")
     return tags
 
 

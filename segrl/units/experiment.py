@@ -89,7 +89,7 @@ def evaluate_saved_models(
     for folder, model, vocab, config, corpus, gold in loaded:
         name = config.tracking.run_name or config.model
         tags = {KIND_TAG: UNITS_KIND}
-        with start_run(config, config.tracking.experiment, f"eval-{name}", tags) as run:
+        with start_run(config, config.tracking.experiment, name, tags) as run:
             set_tags({"segrl.model_folder": str(folder.resolve())})
             metrics, rows = final_evaluation(model, vocab, corpus, gold, config, name)
             results.append(SavedModelEvaluation(folder, name, metrics, rows, run.info.run_id))
