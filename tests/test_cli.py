@@ -143,3 +143,26 @@ def test_train_set_reaches_the_config_and_flags_win():
     assert config.reinforce.lr == 0.25
     assert config.evaluator.lm.hidden_dim == 32
     assert config.reinforce.steps == 9  # the flag wins over --set
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["baseline", "--method", "characters"],
+        ["data"],
+        ["lm", "train"],
+        ["lm", "levels"],
+        ["train"],
+        ["units", "train", "--model", "stride"],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+def test_every_config_driven_command_takes_set(mlflow_store, capsys, command):
+    """``--set`` reaches the config of every config-driven command (one function adds it, with
+    ``--config``): a value of the wrong type is refused with the key it was given for."""
+    from segrl.cli import main
+
+    key, kind = ("train.lr", "float") if command[0] == "units" else ("data.max_len", "int")
+    assert main([*command, "--set", f"{key}=long"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"segrl: error: command line: {key} must be {kind}, got 'long'\n", err

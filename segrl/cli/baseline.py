@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from segrl.cli.common import (
-    add_config_arg,
+    add_config_args,
     add_data_args,
     add_gold_args,
     add_tracking_args,
@@ -86,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="seed of training (Morfessor's order; default: the split seed)",
     )
-    add_config_arg(parser)
+    add_config_args(parser, "vocab_size=8000 --set morfessor_corpus_weight=0.5")
     add_data_args(parser)
     add_gold_args(parser)
     add_tracking_args(parser)

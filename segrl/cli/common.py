@@ -12,13 +12,12 @@ from segrl.errors import ConfigError
 C = TypeVar("C")
 
 
-def add_config_arg(parser: argparse.ArgumentParser) -> None:
+def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
+    """``--config FILE`` and ``--set KEY=VALUE``, the two ways into a config-driven command's config
+    besides its flags (``config_from_args`` reads them: defaults, the file, ``--set``, flags)."""
     parser.add_argument(
         "--config", metavar="FILE", help="a TOML config file; flags given here override it"
     )
-
-
-def add_set_arg(parser: argparse.ArgumentParser, example: str) -> None:
     parser.add_argument(
         "--set",
         dest="_set",

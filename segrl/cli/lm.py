@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from segrl.cli.common import (
-    add_config_arg,
+    add_config_args,
     add_data_args,
     add_gold_args,
     add_tracking_args,
@@ -89,7 +89,7 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
 
 def _add_common_args(parser: argparse.ArgumentParser, gold: bool) -> None:
     _add_lm_args(parser)
-    add_config_arg(parser)
+    add_config_args(parser, "lm.hidden_dim=128 --set lm.lexicon_cost=1")
     add_data_args(parser)
     if gold:
         add_gold_args(parser)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 from segrl.cli.common import (
-    add_config_arg,
+    add_config_args,
     add_data_args,
     add_gold_args,
-    add_set_arg,
     add_tracking_args,
     config_from_args,
     where_to_look,
@@ -154,8 +153,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ppo.add_argument("--ppo-lr", dest="ppo.lr", type=float, metavar="X")
     ppo.add_argument("--ppo-ent-coef", dest="ppo.ent_coef", type=float, metavar="X")
     ppo.add_argument("--clip-coef", dest="ppo.clip_coef", type=float, metavar="X")
-    add_config_arg(parser)
-    add_set_arg(parser, "reinforce.lr=3e-4 --set evaluator.lm.hidden_dim=256")
+    add_config_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.hidden_dim=256")
     add_data_args(parser)
     add_gold_args(parser)
     add_tracking_args(parser)

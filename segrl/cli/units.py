@@ -29,10 +29,9 @@ from typing import Any
 
 from segrl.cli.common import (
     COMMAND_LINE,
-    add_config_arg,
+    add_config_args,
     add_data_args,
     add_gold_args,
-    add_set_arg,
     add_tracking_args,
     parse_set,
     where_to_look,
@@ -179,8 +178,7 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> None:
 
 def add_run_args(parser: argparse.ArgumentParser) -> None:
     """The flags of a unit-model run: config file, ``--set``, training, data, gold, tracking."""
-    add_config_arg(parser)
-    add_set_arg(parser, "arch.dim=256 --set train.lr=3e-4")
+    add_config_args(parser, "arch.dim=256 --set train.lr=3e-4")
     group = parser.add_argument_group("training")
     group.add_argument("--steps", dest="train.steps", type=int, metavar="N")
     group.add_argument("--batch-size", dest="train.batch_size", type=int, metavar="N")
