@@ -246,7 +246,6 @@ class SegmenterPolicy(nn.Module):
         self.config = config
         self.n_actions = n_actions
         self.max_len = max_len
-        self.reads_teacher = reads_teacher
         self.teacher_weight = nn.Parameter(torch.ones(())) if reads_teacher else None
         self.separator_id = separator_id if config.context == "word" else None
         if config.kind == "bilstm":
@@ -254,6 +253,10 @@ class SegmenterPolicy(nn.Module):
         else:
             self.encoder = TransformerEncoder(vocab_size, config, max_len)
         self.head = DecisionHead(self.encoder.feature_dim, config.hidden_dim, n_actions)
+
+    @property
+    def reads_teacher(self) -> bool:
+        return self.teacher_weight is not None
 
     @property
     def feature_dim(self) -> int:

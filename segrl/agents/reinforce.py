@@ -150,7 +150,7 @@ class Reinforce:
         ids, lengths = ids.to(self.device), lengths.to(self.device)
         free = torch.from_numpy(observation["free"][:, : width - 1].astype(bool)).to(self.device)
         features = self.policy.features(ids, lengths)  # [B, W-1, F]
-        logits = self.policy.logits(features, teacher_input(observation, width, self.device))
+        logits = self.policy.logits(features, teacher_input(observation, self.device))
         with torch.no_grad():
             actions = Categorical(logits=logits).sample()  # [B, W-1]
             probs = torch.softmax(logits.float(), dim=-1)  # [B, W-1, A]

@@ -18,7 +18,7 @@ from segrl.agents.policies import PolicyConfig, SegmenterPolicy, TransformerEnco
 from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
 from segrl.config import build_config
 from segrl.data import CharVocab
-from segrl.envs.episodes import TEACHER_LIMIT
+from segrl.envs.episodes import clip_teacher
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
 from segrl.evaluators.base import Teacher
@@ -50,14 +50,12 @@ def pad_positions(values: torch.Tensor, positions: int) -> torch.Tensor:
     return torch.cat([values, values.new_zeros(shape)], dim=1)
 
 
-def teacher_input(
-    observation: dict[str, np.ndarray], width: int, device: torch.device
-) -> torch.Tensor | None:
-    """The observation's ``teacher`` log-odds cut to ``width - 1`` positions (``[B, W - 1]``), or
-    None without teacher features."""
+def teacher_input(observation: dict[str, np.ndarray], device: torch.device) -> torch.Tensor | None:
+    """The observation's ``teacher`` log-odds (``[B, P]``; the policy reads the positions it has),
+    or None without teacher features."""
     if "teacher" not in observation:
         return None
-    return torch.from_numpy(observation["teacher"][:, : width - 1]).float().to(device)
+    return torch.from_numpy(observation["teacher"]).to(device)
 
 
 def separator_id(vocab: CharVocab) -> int | None:
@@ -104,12 +102,12 @@ class AgentSegmenter:
         self.device = torch.device(device)
         self.teacher = teacher if policy.reads_teacher else None
 
-    def teacher_log_odds(self, batch: SegmentationBatch, width: int) -> torch.Tensor | None:
-        """[B, W - 1] the teacher's log-odds of ``batch`` for a policy that reads them, else None."""
+    def teacher_log_odds(self, batch: SegmentationBatch) -> torch.Tensor | None:
+        """[B, P] the teacher's log-odds of ``batch``, as the environments observe them, for a
+        policy that reads them; else None."""
         if self.teacher is None:
             return None
-        log_odds = np.clip(self.teacher.log_odds(batch), -TEACHER_LIMIT, TEACHER_LIMIT)
-        return torch.from_numpy(log_odds[:, : width - 1]).float().to(self.device)
+        return torch.from_numpy(clip_teacher(self.teacher.log_odds(batch))).to(self.device)
 
     @torch.no_grad()
     def decide(
@@ -120,8 +118,8 @@ class AgentSegmenter:
     ) -> SegmentationBatch:
         """``batch`` with the policy's decisions at its free positions (argmax, or sampled)."""
         with eval_mode(self.policy):
-            ids, lengths, width = trim(batch.ids, batch.lengths)
-            teacher = self.teacher_log_odds(batch, width)
+            ids, lengths, _width = trim(batch.ids, batch.lengths)
+            teacher = self.teacher_log_odds(batch)
             logits = self.policy(ids.to(self.device), lengths.to(self.device), teacher)
             if sample:
                 probs = torch.softmax(logits.float(), dim=-1).flatten(0, 1).cpu()  # CPU generator

@@ -21,6 +21,11 @@ TEACHER_LIMIT = 30.0
 """The teacher's log-odds in observations are clipped to +-this (its ``teacher`` space's bounds)."""
 
 
+def clip_teacher(log_odds: np.ndarray) -> np.ndarray:
+    """A teacher's log-odds as observations carry them: float32, within +-``TEACHER_LIMIT``."""
+    return np.clip(log_odds, -TEACHER_LIMIT, TEACHER_LIMIT).astype(np.float32)
+
+
 class EpisodeSlots:
     """``n`` episodes of one environment setup.
 
@@ -84,8 +89,7 @@ class EpisodeSlots:
         self.cursor[index] = 0
         self.reward_start[index] = 0
         if self.setup.config.teacher_features:
-            log_odds = self.setup.evaluator.teacher.log_odds(rows)
-            self.teacher[index] = np.clip(log_odds, -TEACHER_LIMIT, TEACHER_LIMIT)
+            self.teacher[index] = clip_teacher(self.setup.evaluator.teacher.log_odds(rows))
         self._advance()
 
     def batch(

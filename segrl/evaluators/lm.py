@@ -400,9 +400,8 @@ def lexicon_flip_costs(batch: SegmentationBatch, cost: float) -> np.ndarray:
     segmentations = batch.segmentations()
     counts = Counter(m for segments in segmentations for m in segments if m != " ")
     for row, text in enumerate(batch.texts):
-        ends = (
-            np.flatnonzero(batch.splits[row, : len(text) - 1]) + 1
-        )  # segment ends before the last
+        # where the segments before the text's last one end
+        ends = np.flatnonzero(batch.splits[row, : len(text) - 1]) + 1
         for i in np.flatnonzero(batch.free_mask[row]):
             start = int(ends[ends <= i].max(initial=0))
             after = ends[ends > i + 1]
