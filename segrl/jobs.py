@@ -129,8 +129,7 @@ class RunDir:
                     f"{run.path} holds a finished run (step {run.info.get('step')}); give another "
                     "--out folder to train again"
                 )
-            run.created = outermost_missing(run.path)
-            holder = lock_folder(run.path)
+            holder = run.hold()
             if holder is not None:
                 raise ConfigError(
                     f"{run.path} is in use: process {holder or '(starting)'} is training into it; "
@@ -144,12 +143,17 @@ class RunDir:
             run = cls(base if k == 1 else base.with_name(f"{base.name}-{k}"), ignore)
             if run.finished or (run.has_checkpoint and run.config_differences(config)):
                 continue
-            run.created = outermost_missing(run.path)
-            if lock_folder(run.path) is not None:  # another process is training into it
+            if run.hold() is not None:  # another process is training into it
                 continue
             run.start(config)  # new, stopped before its first checkpoint, or resumed
             return run
         raise ConfigError(f"too many run folders named {base}-*; give --out")
+
+    def hold(self) -> int | None:
+        """Hold the folder for this process (``segrl.files.lock_folder``, which makes it), noting
+        what it made; the id of the process that holds it instead, or None."""
+        self.created = outermost_missing(self.path)
+        return lock_folder(self.path)
 
     def start(self, config: Any) -> None:
         """Create the folder; a run with no checkpoint yet (re)starts with ``config``."""
