@@ -9,6 +9,11 @@
 - ``word_averaged_boundary_prf``: boundary precision/recall averaged over words, as Morfessor's own
   evaluation computes them (every word weighs the same; logged as ``bpr_*``).
 - ``word_boundary_prf``: the same against word boundaries, for segmentations of text with spaces hidden.
+- ``word_discovery_metrics``: word discovery as the field reports it (Brent 1999; Goldwater, Griffiths
+  & Johnson 2009; the segmental LMs): segmentations of utterances with their spaces removed against
+  the utterances' words: word token P/R/F1 (a predicted word is right when both its edges are gold
+  boundaries and none lies inside it), boundary P/R/F1 (utterance edges not counted) and lexicon
+  (word type) P/R/F1 (the set of predicted word types against the set of gold ones).
 - ``segment_matching_prf``: the segment-matching P/R/F1 used for units read off attention maps (each
   segment/word pair scored by the length of their longest common substring, a one-to-one Hungarian
   matching, P = LCS/|segment|, R = LCS/|word| per matched pair, macro-averaged over pairs, then sentences).
@@ -55,6 +60,16 @@ BPR_PRECISION = "bpr_precision"
 BPR_RECALL = "bpr_recall"
 BPR_F1 = "bpr_f1"
 BITS_PER_CHAR = "bits_per_char"
+WORD_PRECISION = "word_precision"
+WORD_RECALL = "word_recall"
+WORD_F1 = "word_f1"
+"""Word token F1 of word discovery: the headline of segmenters of unspaced text."""
+WORD_BOUNDARY_PRECISION = "word_boundary_precision"
+WORD_BOUNDARY_RECALL = "word_boundary_recall"
+LEXICON_PRECISION = "lexicon_precision"
+LEXICON_RECALL = "lexicon_recall"
+LEXICON_F1 = "lexicon_f1"
+GOLD_UTTERANCES = "gold_utterances"
 GOLD_WORDS = "gold_words"
 F1_BY_LENGTH = "boundary_f1_by_length/"
 """Prefix of boundary F1 on the gold words of each length group (``boundary_f1_by_length/5-7``):
@@ -68,7 +83,9 @@ COMPARE_COLUMNS = (
     BPR_F1,
     MORPH_F1,
     UNITS_PER_CHAR,
+    WORD_F1,
     WORD_BOUNDARY_F1,
+    LEXICON_F1,
     SEGMENT_F1,
     BITS_PER_CHAR,
 )
@@ -203,6 +220,109 @@ def word_boundary_prf(predicted: Sequence[Sequence[str]], sentences: Sequence[st
     """Boundary P/R/F1 against the word boundaries of ``sentences``, for segmentations of the sentences
     with their spaces removed (word discovery)."""
     return boundary_prf(predicted, [[sentence.split()] for sentence in sentences])
+
+
+def word_token_prf(predicted: Sequence[Sequence[str]], gold: Sequence[Sequence[str]]) -> PRF:
+    """Word token P/R/F1 of word discovery, micro over tokens: a predicted word counts as correct
+    when a gold word spans exactly the same characters of the same utterance.
+
+        >>> word_token_prf([["the", "dog", "gy"]], [["the", "doggy"]]).precision
+        0.3333333333333333
+    """
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold utterances")
+    hits = n_predicted = n_gold = 0
+    for segments, words in zip(predicted, gold, strict=True):
+        if "".join(segments) != "".join(words):
+            raise ValueError(f"prediction {list(segments)} and gold {list(words)} differ in text")
+        spans, gold_spans = _spans(segments), _spans(words)
+        hits += len(spans & gold_spans)
+        n_predicted += len(spans)
+        n_gold += len(gold_spans)
+    return prf_from_counts(hits, n_predicted, n_gold)
+
+
+def _spans(segments: Sequence[str]) -> set[tuple[int, int]]:
+    """The ``(start, end)`` character spans of a segmentation's non-empty segments."""
+    spans, offset = set(), 0
+    for segment in segments:
+        if segment:
+            spans.add((offset, offset + len(segment)))
+            offset += len(segment)
+    return spans
+
+
+def lexicon_prf(predicted: Sequence[Sequence[str]], gold: Sequence[Sequence[str]]) -> PRF:
+    """Lexicon (word type) P/R/F1 of word discovery: the distinct predicted words against the
+    distinct gold words, each type counted once however often it occurs.
+
+        >>> lexicon_prf([["a", "dog"], ["a", "dog", "gy"]], [["a", "dog"], ["a", "doggy"]]).recall
+        0.6666666666666666
+    """
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold utterances")
+    found = {s for segments in predicted for s in segments if s}
+    words = {w for utterance in gold for w in utterance if w}
+    return prf_from_counts(len(found & words), len(found), len(words))
+
+
+def word_discovery_metrics(
+    predicted: Sequence[Sequence[str]], utterances: Sequence[str]
+) -> dict[str, float]:
+    """The word discovery metrics of segmentations of ``utterances`` with their spaces removed
+    (``predicted[i]`` concatenates to ``utterances[i].replace(" ", "")``), the spaces being the gold
+    word boundaries: word token P/R/F1 (``word_f1``, the headline), boundary P/R/F1 without the
+    utterance edges (``word_boundary_*``), lexicon P/R/F1 and units per character.
+
+        >>> word_discovery_metrics([["yu", "want", "it"]], ["yu want it"])["word_f1"]
+        1.0
+    """
+    words = [utterance.split() for utterance in utterances]
+    tokens = word_token_prf(predicted, words)
+    boundaries = boundary_prf(predicted, [[w] for w in words])
+    lexicon = lexicon_prf(predicted, words)
+    return {  # the headline first, as in segmentation_metrics
+        WORD_F1: tokens.f1,
+        WORD_PRECISION: tokens.precision,
+        WORD_RECALL: tokens.recall,
+        WORD_BOUNDARY_F1: boundaries.f1,
+        WORD_BOUNDARY_PRECISION: boundaries.precision,
+        WORD_BOUNDARY_RECALL: boundaries.recall,
+        LEXICON_F1: lexicon.f1,
+        LEXICON_PRECISION: lexicon.precision,
+        LEXICON_RECALL: lexicon.recall,
+        UNITS_PER_CHAR: units_per_char(predicted),
+        GOLD_UNITS_PER_CHAR: units_per_char(words),
+        GOLD_UTTERANCES: float(len(utterances)),
+    }
+
+
+def evaluate_word_discovery(
+    segment_texts: Callable[[list[str]], list[list[str]]], utterances: Sequence[str]
+) -> dict[str, float]:
+    """``word_discovery_metrics`` of a segmenter of unspaced text: ``segment_texts`` maps a batch
+    of texts without spaces (one utterance each) to their segmentations."""
+    texts = [utterance.replace(" ", "") for utterance in utterances]
+    return word_discovery_metrics(segment_texts(texts), utterances)
+
+
+def metrics_summary(metrics: Mapping[str, float]) -> str:
+    """One line of a segmenter's headline metrics: word discovery's (word, boundary and lexicon
+    P/R/F1) where it has them, else boundary P/R/F1 against the gold words; units per character."""
+    if WORD_F1 in metrics:
+        line = (
+            f"word P/R/F1 {metrics[WORD_PRECISION]:.3f} / {metrics[WORD_RECALL]:.3f} / "
+            f"{metrics[WORD_F1]:.3f}, boundary P/R/F1 {metrics[WORD_BOUNDARY_PRECISION]:.3f} / "
+            f"{metrics[WORD_BOUNDARY_RECALL]:.3f} / {metrics[WORD_BOUNDARY_F1]:.3f}, lexicon "
+            f"P/R/F1 {metrics[LEXICON_PRECISION]:.3f} / {metrics[LEXICON_RECALL]:.3f} / "
+            f"{metrics[LEXICON_F1]:.3f}"
+        )
+    else:
+        line = (
+            f"boundary P/R/F1 {metrics[BOUNDARY_PRECISION]:.3f} / "
+            f"{metrics[BOUNDARY_RECALL]:.3f} / {metrics[BOUNDARY_F1]:.3f}"
+        )
+    return f"{line}, units/char {metrics[UNITS_PER_CHAR]:.3f}"
 
 
 def longest_common_substring(a: str, b: str) -> int:

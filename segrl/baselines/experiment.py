@@ -12,10 +12,18 @@ from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.registry import segmenter_class
 from segrl.baselines.sentencepiece import SentencePieceSegmenter
 from segrl.config import BaselineConfig, check_choices
-from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
+from segrl.data import (
+    Corpus,
+    GoldWord,
+    check_gold_fits,
+    load_corpus,
+    load_gold,
+    refuse_gold_file,
+    without_spaces,
+)
 from segrl.errors import ConfigError
 from segrl.files import check_writable_folder
-from segrl.metrics import evaluate_word_segmenter
+from segrl.metrics import evaluate_word_discovery, evaluate_word_segmenter
 from segrl.model_files import CLASSIC_META_FILE
 from segrl.segmentation import render
 from segrl.tracking.models import log_segmenter_model
@@ -105,20 +113,28 @@ def run_baseline(
     if config.out is not None:
         check_out_folder(Path(config.out))
     corpus = corpus or load_corpus(config.data)
-    gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
-    check_gold_fits(gold, corpus, config.gold.path)
+    texts = corpus  # what the segmenter trains on and segments
+    if corpus.gold_from_spaces:  # word discovery: the utterances without their spaces
+        refuse_gold_file(config.gold.path)
+        texts, gold = without_spaces(corpus), None
+    else:
+        gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+        check_gold_fits(gold, corpus, config.gold.path)
     segmenter = make_segmenter(config)
     name = segmenter_name(config)
     run_name = config.tracking.run_name or name
     ensure_reachable()
     started = time.perf_counter()
-    segmenter.train(corpus)
+    segmenter.train(texts)
     train_seconds = time.perf_counter() - started
     with start_run(config, config.tracking.experiment, run_name):
         log_data(corpus, config.gold.path, gold)
-        metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
+        if gold is None:
+            metrics = evaluate_word_discovery(segmenter.segment_words, corpus.test)
+        else:
+            metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics["train_seconds"] = train_seconds
-        log_segmenter(name, "baseline", metrics, baseline_samples(segmenter, corpus.test))
+        log_segmenter(name, "baseline", metrics, baseline_samples(segmenter, texts.test))
         with tempfile.TemporaryDirectory() as tmp:
             saved = segmenter.save(Path(config.out) if config.out else Path(tmp) / "segmenter")
             log_segmenter_model(saved, config.tracking.register)

@@ -117,17 +117,22 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     from segrl.baselines.experiment import run_baseline
     from segrl.baselines.registry import available_methods
     from segrl.config import BaselineConfig
-    from segrl.data import load_corpus, load_gold
+    from segrl.data import load_corpus, load_gold, refuse_gold_file
+    from segrl.metrics import metrics_summary
     from segrl.tracking.store import ensure_reachable
 
     config = config_from_args(BaselineConfig, args)
     methods = available_methods() if config.method == ALL else [config.method]
     ensure_reachable()
     corpus = load_corpus(config.data)
-    gold = load_gold(config.gold.path, config.gold.max_words)
+    if corpus.gold_from_spaces:  # word discovery: the corpus's spaces are the gold
+        refuse_gold_file(config.gold.path)
+        gold, gold_line = None, f"gold: the spaces of {len(corpus.test)} test utterances"
+    else:
+        gold = load_gold(config.gold.path, config.gold.max_words)
+        gold_line = f"gold: {len(gold)} words"
     print(
-        f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences; "
-        f"gold: {len(gold)} words"
+        f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences; {gold_line}"
     )
     out = config.out
     for method in methods:
@@ -138,11 +143,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
         metrics = run_baseline(config, corpus, gold)
         if config.out is not None:
             print(f"[{method}] saved in {config.out}")
-        print(
-            f"[{method}] boundary P/R/F1 {metrics['boundary_precision']:.3f} / "
-            f"{metrics['boundary_recall']:.3f} / {metrics['boundary_f1']:.3f}, "
-            f"units/char {metrics['units_per_char']:.3f} ({metrics['train_seconds']:.1f}s)"
-        )
+        print(f"[{method}] {metrics_summary(metrics)} ({metrics['train_seconds']:.1f}s)")
     if len(methods) > 1:
         print()
         print_comparison(config.tracking.experiment)

@@ -137,20 +137,17 @@ def _threads(args: argparse.Namespace) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from segrl.data import load_corpus, load_gold
     from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+    from segrl.metrics import metrics_summary
     from segrl.tracking.store import ensure_reachable
 
     config = config_from_args(LMTrainConfig, args, lm_command=None)
     _threads(args)
     ensure_reachable()
     corpus = load_corpus(config.data)
-    gold = load_gold(config.gold.path, config.gold.max_words)
+    gold = None if corpus.gold_from_spaces else load_gold(config.gold.path, config.gold.max_words)
     print(f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences")
     metrics = train_lm_segmenter(config, corpus, gold)
-    print(
-        f"[slm] boundary P/R/F1 {metrics['boundary_precision']:.3f} / "
-        f"{metrics['boundary_recall']:.3f} / {metrics['boundary_f1']:.3f}, units/char "
-        f"{metrics['units_per_char']:.3f}, held-out {metrics['bits_per_char']:.3f} bits/char"
-    )
+    print(f"[slm] {metrics_summary(metrics)}, held-out {metrics['bits_per_char']:.3f} bits/char")
     print(where_to_look(config.tracking.experiment))
     return 0
 

@@ -1,7 +1,20 @@
 """Corpora, the character vocabulary, and gold segmentations."""
 
-from segrl.data.corpus import Corpus, NormalizationSettings, load_corpus, read_lines
-from segrl.data.gold import GoldWord, bundled_gold, check_gold_fits, load_gold, read_gold
+from segrl.data.corpus import (
+    Corpus,
+    NormalizationSettings,
+    load_corpus,
+    read_lines,
+    without_spaces,
+)
+from segrl.data.gold import (
+    GoldWord,
+    bundled_gold,
+    check_gold_fits,
+    load_gold,
+    read_gold,
+    refuse_gold_file,
+)
 from segrl.data.vocab import CharVocab
 
 __all__ = [
@@ -15,4 +28,6 @@ __all__ = [
     "load_gold",
     "read_gold",
     "read_lines",
+    "refuse_gold_file",
+    "without_spaces",
 ]

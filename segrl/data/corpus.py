@@ -23,6 +23,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from segrl.config import CorpusFormat, DataConfig, check_choices
+from segrl.data.segmented import (
+    BUNDLED_UTTERANCES,
+    SEGMENTED_PREFIX,
+    is_segmented,
+    segmented_location,
+    split_files,
+)
 from segrl.data.vocab import CharVocab
 from segrl.data.wordlists import (
     WORDFREQ_PREFIX,
@@ -80,6 +87,12 @@ class Corpus:
         return "text" if self.counts is None else "words"
 
     @property
+    def gold_from_spaces(self) -> bool:
+        """Whether this is a segmented corpus (``segmented:PATH``): utterances whose spaces are the
+        gold word boundaries, for word discovery (segmenters read them with the spaces removed)."""
+        return self.settings.get("format") == "segmented"
+
+    @property
     def sentences(self) -> list[str]:
         return [*self.train, *self.valid, *self.test]
 
@@ -121,6 +134,22 @@ class Corpus:
         return [dampen(self.counts.get(text, 1), dampening) for text in texts]
 
 
+def without_spaces(corpus: Corpus) -> Corpus:
+    """A segmented corpus's utterances with their spaces removed, each one text (a "word" to a
+    segmenter of words): what word discovery's segmenters train on and segment, so that no
+    segmenter ever sees a gold boundary (its word counts are counts of whole utterances)."""
+    if not corpus.gold_from_spaces:
+        raise DataError(
+            f"{corpus.settings.get('source')}: not a segmented corpus (segmented:PATH); only there "
+            "are the spaces the gold that word discovery removes"
+        )
+    train, valid, test = (
+        [s.replace(" ", "") for s in split] for split in (corpus.train, corpus.valid, corpus.test)
+    )
+    settings = {**corpus.settings, "format": "unspaced"}
+    return Corpus(train, valid, test, corpus.vocab, settings)
+
+
 def load_corpus(config: DataConfig | None = None) -> Corpus:
     """Read, normalise and split the corpus that ``config`` names (the bundled one by default)."""
     config = config or DataConfig()
@@ -138,7 +167,19 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
     source = corpus or f"bundled:{BUNDLED_CORPUS}"
     form = corpus_format(corpus, config.corpus_format)
     dampen(1, config.dampening)  # an unknown dampening is refused before anything is read
-    if form == "text":
+    if form == "segmented" and segmented_location(corpus) != BUNDLED_UTTERANCES:
+        settings = NormalizationSettings(  # utterances are read as written (segrl.data.segmented)
+            lowercase=False,
+            min_char_count=config.min_char_count,
+            max_len=config.max_len,
+            unescape_wikitext=False,
+            drop_headings=False,
+        )
+    splits = None
+    if form == "segmented":
+        sentences, splits, stats = _segmented_utterances(corpus, config, settings)
+        counts = None
+    elif form == "text":
         sentences, stats = normalize(
             _source_lines(corpus), settings, max_sentences=config.max_sentences
         )
@@ -160,9 +201,12 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
             f"max_len={config.max_len} characters are left out, {stats['too_long']} were). "
             "Give shorter texts, one or more per line, or raise --max-len."
         )
-    train, valid, test = split_sentences(
-        sentences, config.valid_fraction, config.test_fraction, config.seed
-    )
+    if splits is not None:
+        train, valid, test = splits
+    else:
+        train, valid, test = split_sentences(
+            sentences, config.valid_fraction, config.test_fraction, config.seed
+        )
     vocab = CharVocab.from_texts(train, settings.placeholder)
     _check_not_all_placeholder(train, settings, source, form)
     if len(train) < MIN_TRAIN_TEXTS:
@@ -191,6 +235,7 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
                 "seed": config.seed,
                 "max_sentences": config.max_sentences,
                 "max_words": config.max_words,
+                "files": splits is not None,
             },
             "counts": {**stats, "train": len(train), "valid": len(valid), "test": len(test)},
         },
@@ -220,22 +265,77 @@ def _check_not_all_placeholder(
 
 def corpus_path(corpus: str | None) -> Path | None:
     """The file or folder a corpus source names; None for the bundled corpus and for the named
-    sources, ``wordfreq:LANG`` and ``hf:NAME``."""
-    if corpus is None or corpus.startswith((WORDFREQ_PREFIX, HF_PREFIX)):
+    sources, ``wordfreq:LANG``, ``hf:NAME`` and segmented corpora (``segmented:PATH``)."""
+    if corpus is None or corpus.startswith((WORDFREQ_PREFIX, HF_PREFIX, SEGMENTED_PREFIX)):
         return None
     return Path(corpus)
 
 
 def corpus_format(corpus: str | None, declared: CorpusFormat = "auto") -> str:
-    """What ``corpus`` is: ``text``, ``counts``, ``words`` or ``wordfreq``; ``auto`` reads the first
-    lines of a file (``wordfreq:LANG`` is always a word list; the bundled corpus is text)."""
+    """What ``corpus`` is: ``text``, ``counts``, ``words``, ``wordfreq`` or ``segmented``; ``auto``
+    reads the first lines of a file (``wordfreq:LANG`` is always a word list, ``segmented:PATH``
+    always utterances whose spaces are the gold; the bundled corpus is text)."""
     if corpus is not None and corpus.startswith(WORDFREQ_PREFIX):
         return "wordfreq"
+    if is_segmented(corpus):
+        if declared not in ("auto", "text"):
+            raise DataError(
+                f"{corpus}: a segmented corpus is running text (utterances whose spaces are the "
+                f"gold); --corpus-format {declared} does not apply to it"
+            )
+        return "segmented"
     if declared != "auto":
         return declared
     if corpus is None or corpus.startswith(HF_PREFIX):
         return "text"
     return detect_format(_source_lines(corpus))
+
+
+def _segmented_utterances(
+    corpus: str, config: DataConfig, settings: NormalizationSettings
+) -> tuple[list[str], tuple[list[str], list[str], list[str]] | None, dict[str, int]]:
+    """The utterances of ``segmented:PATH`` (``segrl.data.segmented``), the splits its files give
+    (None: one file, split by the seeded shuffle) and counts: read as written, white space
+    collapsed, too long ones left out, rare characters mapped to the placeholder (counted over
+    every split, as for running text)."""
+    location = segmented_location(corpus)
+    if location == BUNDLED_UTTERANCES:
+        sentences, stats = normalize(_bundled_lines(), settings, config.max_sentences)
+        return sentences, None, stats
+    files = split_files(location)
+    sources = list(files.values()) if files is not None else [Path(location)]
+    parts: list[list[str]] = []
+    too_long = 0
+    for source in sources:
+        part = []
+        for _file, _number, line in read_lines(source):
+            utterance = " ".join(line.split())
+            if len(utterance) > settings.max_len:
+                too_long += 1
+            elif utterance:
+                part.append(utterance)
+        if config.max_sentences is not None:
+            part = part[: config.max_sentences]
+        parts.append(part)
+    counts: Counter[str] = Counter()
+    for part in parts:
+        for utterance in part:
+            counts.update(utterance)
+    rare = {c for c, n in counts.items() if n < settings.min_char_count and not c.isspace()}
+    if rare:
+        table = str.maketrans({c: settings.placeholder for c in rare})
+        parts = [[u.translate(table) for u in part] for part in parts]
+    sentences = [u for part in parts for u in part]
+    stats = {"sentences": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
+    if files is None:
+        return sentences, None, stats
+    for split, part in zip(files, parts, strict=True):
+        if not part:
+            raise DataError(
+                f"{files[split]}: the {split} split has no utterances of at most "
+                f"max_len={settings.max_len} characters; raise --max-len"
+            )
+    return sentences, (parts[0], parts[1], parts[2]), stats
 
 
 def _map_rare_characters(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from segrl.data.corpus import Corpus, read_lines
 from segrl.data.languages import check_gold_language
-from segrl.errors import DataError
+from segrl.errors import ConfigError, DataError
 
 BUNDLED_GOLD = "sigmorphon2022_eng_word_dev_surface.tsv.gz"
 _CATEGORY = re.compile(r"^[01]{3}$")
@@ -155,4 +155,14 @@ def check_gold_fits(gold: Sequence[GoldWord], corpus: Corpus, gold_source: str |
             f"{gold_source or 'the bundled gold set'}: only {known / len(chars):.0%} of its "
             "characters occur in the corpus; give a gold set in the corpus's language and script "
             "(or the corpus of the gold set's language)"
+        )
+
+
+def refuse_gold_file(gold_source: str | None) -> None:
+    """A ``ConfigError`` where a gold file is given with a segmented corpus (``segmented:PATH``):
+    its spaces are the gold (word discovery), and a second gold set would be silently ignored."""
+    if gold_source:
+        raise ConfigError(
+            f"--gold {gold_source}: a segmented corpus is its own gold (its spaces are the word "
+            "boundaries that word discovery is scored against); leave --gold out"
         )

@@ -25,21 +25,36 @@ import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices
-from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
+from segrl.data import (
+    Corpus,
+    GoldWord,
+    check_gold_fits,
+    load_corpus,
+    load_gold,
+    refuse_gold_file,
+    without_spaces,
+)
 from segrl.data.batching import training_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir
-from segrl.lm.config import LEXICON_COST, LMConfig, LMContext, LMTexts, resolve_lm_config
+from segrl.lm.config import (
+    LEXICON_COST,
+    WORD_MAX_SEGMENT_LENGTH,
+    LMConfig,
+    LMContext,
+    LMTexts,
+    resolve_lm_config,
+)
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char
-from segrl.metrics import BITS_PER_CHAR, evaluate_word_segmenter
+from segrl.metrics import BITS_PER_CHAR, evaluate_word_discovery, evaluate_word_segmenter
 from segrl.runtime import resolve_device, seed_everything
 from segrl.segmentation import render
 from segrl.tracking.models import log_segmenter_model
@@ -97,6 +112,9 @@ class LMTrainConfig:
 
 
 LMDecoding = Literal["viterbi", "posterior"]
+POSTERIOR_PREFIX = "posterior/"
+"""Prefix of the metrics of the posterior decoding, logged beside the Viterbi ones on text whose
+spaces are the gold (``posterior/word_f1``)."""
 LM_KIND = "lm"
 """The ``segrl.kind`` of segmenters that are language models (``segrl compare --kind lm``)."""
 
@@ -174,12 +192,20 @@ def train_lm_segmenter(
         )
     device = resolve_device(config.device)
     corpus = corpus or load_corpus(config.data)
-    gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
-    check_gold_fits(gold, corpus, config.gold.path)
-    train, valid, test = training_texts(corpus, config.texts)
-    seed_everything(config.seed)
     lm_options = resolve_lm_config(config.lm, corpus.kind)
-    lexicon = slm_lexicon(lm_options, corpus.word_counts("train"))
+    if corpus.gold_from_spaces:  # word discovery: utterances without their spaces, whole
+        refuse_gold_file(config.gold.path)
+        gold, texts = None, without_spaces(corpus)
+        train, valid, test = texts.train, texts.valid, texts.test
+        if lm_options.max_segment_length is None:
+            lm_options = replace(lm_options, max_segment_length=WORD_MAX_SEGMENT_LENGTH)
+    else:
+        gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+        check_gold_fits(gold, corpus, config.gold.path)
+        texts = corpus
+        train, valid, test = training_texts(corpus, config.texts)
+    seed_everything(config.seed)
+    lexicon = slm_lexicon(lm_options, texts.word_counts("train"))
     model = build_lm(lm_options, corpus.vocab, lexicon)
     model = model.to(device)
     trainer = LMTrainer(
@@ -241,10 +267,16 @@ def train_lm_segmenter(
             job.save()
         model.load_state_dict(best)
         segmenter = LMSegmenter(model)
-        metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
+        if gold is None:  # word discovery: Viterbi, and the posterior decoding beside it
+            metrics = evaluate_word_discovery(segmenter.segment_words, corpus.test)
+            posterior = LMSegmenter(model, decoding="posterior").segment_words
+            for name, value in evaluate_word_discovery(posterior, corpus.test).items():
+                metrics[f"{POSTERIOR_PREFIX}{name}"] = value
+        else:
+            metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
         metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
         metrics["train_seconds"] = job.train_seconds
-        samples = "\n".join(render(segmenter.segment_sentence(s)) for s in corpus.test[:25]) + "\n"
+        samples = "\n".join(render(segmenter.segment_sentence(s)) for s in texts.test[:25]) + "\n"
         log_segmenter("slm", LM_KIND, metrics, samples)
         saved = save_lm(model, run.path / "best")
         log_segmenter_model(saved, config.tracking.register)
