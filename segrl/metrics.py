@@ -70,6 +70,9 @@ LEXICON_PRECISION = "lexicon_precision"
 LEXICON_RECALL = "lexicon_recall"
 LEXICON_F1 = "lexicon_f1"
 GOLD_UTTERANCES = "gold_utterances"
+POSTERIOR_PREFIX = "posterior/"
+"""Prefix of the metrics of an ``slm``'s posterior decoding, logged beside its Viterbi ones in word
+discovery (``posterior/word_f1``)."""
 GOLD_WORDS = "gold_words"
 F1_BY_LENGTH = "boundary_f1_by_length/"
 """Prefix of boundary F1 on the gold words of each length group (``boundary_f1_by_length/5-7``):

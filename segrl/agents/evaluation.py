@@ -18,7 +18,12 @@ import numpy as np
 from segrl.agents.segmenter import EVAL_BATCH, AgentSegmenter
 from segrl.data import GoldWord
 from segrl.evaluators import Evaluator, ReferenceEvaluator, SegmentationBatch
-from segrl.metrics import evaluate_sentence_segmenter, prf_from_counts
+from segrl.metrics import (
+    despace,
+    evaluate_sentence_segmenter,
+    prf_from_counts,
+    word_discovery_metrics,
+)
 from segrl.segmentation import render
 
 N_SAMPLES = 20
@@ -105,13 +110,16 @@ def evaluate_agent(
     gold: Sequence[GoldWord] | None = None,
     text: Sequence[str] | None = None,
     evaluator: Evaluator | None = None,
+    utterances: Sequence[str] | None = None,
 ) -> tuple[dict[str, float], str]:
     """Metrics and sample segmentations of ``segmenter``.
 
     ``heldout``: the texts on which agreement with each of ``references`` is measured (``{name}_...``
     metrics); ``gold``: gold words for the standard metrics of ``segrl.metrics`` (boundary P/R/F1,
     units per character on ``text``, default ``heldout``); ``evaluator``: its own metrics on the
-    agent's ``heldout`` segmentations (``Evaluator.heldout_metrics``, e.g. LM bits per character).
+    agent's ``heldout`` segmentations (``Evaluator.heldout_metrics``, e.g. LM bits per character);
+    ``utterances``: texts whose spaces are the gold, for word discovery's metrics
+    (``segrl.metrics.word_discovery_metrics``) of the agent's segmentations with spaces hidden.
     """
     batches = decide_in_batches(segmenter, heldout)
     metrics: dict[str, float] = {}
@@ -125,4 +133,7 @@ def evaluate_agent(
                 segmenter.segment_sentences, gold, list(text if text is not None else heldout)
             )
         )
+    if utterances:
+        found = segmenter.segment_sentences(list(utterances))
+        metrics.update(word_discovery_metrics([despace(s) for s in found], utterances))
     return metrics, samples_beside_references(batches, references)

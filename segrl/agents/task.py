@@ -21,8 +21,16 @@ import torch
 
 from segrl.agents.config import TrainConfig
 from segrl.agents.segmenter import EVAL_BATCH, AgentSegmenter
-from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
+from segrl.data import (
+    Corpus,
+    GoldWord,
+    check_gold_fits,
+    load_corpus,
+    load_gold,
+    refuse_gold_file,
+)
 from segrl.envs.setup import EnvSetup
+from segrl.errors import ConfigError
 from segrl.evaluators import (
     Evaluator,
     ReferenceEvaluator,
@@ -31,6 +39,8 @@ from segrl.evaluators import (
 )
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.evaluators.morfessor import MorfessorEvaluator
+from segrl.evaluators.registry import LMEvaluatorConfig
+from segrl.lm.config import WORD_MAX_SEGMENT_LENGTH
 
 
 @dataclass
@@ -77,11 +87,19 @@ def build_task(
         final_gold = heldout_words
         periodic_heldout, final_heldout = heldout[: config.eval_gold_words], heldout
     else:
-        final_gold = (
-            gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
-        )
-        check_gold_fits(final_gold, corpus, config.gold.path)
+        if corpus.gold_from_spaces:  # word discovery: the test utterances' spaces are the gold
+            check_word_discovery(config)
+            final_gold = []
+        else:
+            final_gold = (
+                gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
+            )
+            check_gold_fits(final_gold, corpus, config.gold.path)
         evaluator_config = config.evaluator
+        if evaluator_config.name == "lm" and config.env.hide_spaces:
+            evaluator_config = replace(
+                evaluator_config, lm=hidden_spaces_lm_options(evaluator_config.lm)
+            )
         if evaluator_config.name == "lm" and not can_read_teacher(config):
             lm = evaluator_config.lm  # a lexicon's teacher only for a student that reads it
             lexicon_size = 0 if lm.lexicon_size is None else lm.lexicon_size
@@ -119,6 +137,27 @@ def build_task(
         text=list(corpus.valid),
         final_text=list(corpus.test),
     )
+
+
+def check_word_discovery(config: TrainConfig) -> None:
+    """A segmented corpus (``segmented:PATH``) is for word discovery: its spaces are the gold, so
+    they must be hidden from the agent and no other gold set be given."""
+    refuse_gold_file(config.gold.path)
+    if config.evaluator.name == "gold":
+        raise ConfigError("a segmented corpus's gold is its spaces; use another evaluator")
+    if not config.env.hide_spaces:
+        raise ConfigError(
+            f"{config.data.corpus}: a segmented corpus is for word discovery (its spaces are the "
+            "gold word boundaries); add --hide-spaces"
+        )
+
+
+def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
+    """The LM evaluator's options with spaces hidden: ``WORD_MAX_SEGMENT_LENGTH`` unless a maximum
+    segment length is given (its dynamic programs would otherwise span whole sentences)."""
+    if lm.max_segment_length is not None:
+        return lm
+    return replace(lm, max_segment_length=WORD_MAX_SEGMENT_LENGTH)
 
 
 def can_read_teacher(config: TrainConfig) -> bool:

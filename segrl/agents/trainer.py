@@ -42,7 +42,12 @@ from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.jobs import RUNS_ROOT, Job, RunDir
-from segrl.metrics import BOUNDARY_F1, evaluate_word_segmenter
+from segrl.metrics import (
+    BOUNDARY_F1,
+    WORD_F1,
+    evaluate_word_discovery,
+    evaluate_word_segmenter,
+)
 from segrl.runtime import resolve_device, seed_everything, set_threads
 from segrl.segmentation import render
 from segrl.tracking.models import log_segmenter_model
@@ -217,8 +222,15 @@ def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConf
 
 def evaluate_and_log(segmenter: AgentSegmenter, task: TrainingTask, step: int) -> dict[str, float]:
     """Evaluate on the periodic held-out texts and gold sample; log as ``eval/...`` at ``step``."""
+    utterances = task.text if task.corpus.gold_from_spaces else None
     metrics, samples = evaluate_agent(
-        segmenter, task.heldout, task.references, task.gold_sample, task.text, task.evaluator
+        segmenter,
+        task.heldout,
+        task.references,
+        task.gold_sample,
+        task.text,
+        task.evaluator,
+        utterances,
     )
     log_metrics({f"eval/{k}": v for k, v in metrics.items()}, step=step)
     log_text(samples, f"samples/step_{step:06d}.txt")
@@ -236,8 +248,15 @@ def finish(
     """The final evaluation (test text, whole gold set), the segmenter saved and registered: what
     an agent's job does at its end (``Job.finish``)."""
     train_seconds = job.train_seconds
+    utterances = task.final_text if task.corpus.gold_from_spaces else None
     metrics, samples = evaluate_agent(
-        segmenter, task.final_heldout, task.references, task.gold, task.final_text, task.evaluator
+        segmenter,
+        task.final_heldout,
+        task.references,
+        task.gold,
+        task.final_text,
+        task.evaluator,
+        utterances,
     )
     metrics["train_seconds"] = train_seconds
     metrics["train_steps"] = float(step)
@@ -246,7 +265,7 @@ def finish(
     log_segmenter_model(saved, config.tracking.register)
     summary = ", ".join(
         f"{key} {metrics[key]:.3f}"
-        for key in (BOUNDARY_F1, *(f"{name}_boundary_f1" for name in task.references))
+        for key in (WORD_F1, BOUNDARY_F1, *(f"{name}_boundary_f1" for name in task.references))
         if key in metrics
     )
     print(f"[{config.name}] step {step}: {summary} ({train_seconds:.0f}s)", flush=True)
@@ -262,7 +281,8 @@ def log_teacher_segmentations(task: TrainingTask, config: TrainConfig) -> None:
     from segrl.lm.slm import SLM
 
     lm = getattr(task.evaluator, "lm", None)
-    if not isinstance(lm, SLM) or not task.gold:
+    discovery = task.corpus.gold_from_spaces
+    if not isinstance(lm, SLM) or not (task.gold or discovery):
         return
     found = []
     for decoding in ("viterbi", "posterior"):
@@ -270,8 +290,16 @@ def log_teacher_segmentations(task: TrainingTask, config: TrainConfig) -> None:
         segmenter = LMSegmenter(lm, decoding=decoding)
         with start_run(config, config.tracking.experiment, name, nested=True):
             log_data(task.corpus, config.gold.path, task.gold)
-            metrics = evaluate_word_segmenter(segmenter.segment_words, task.gold, task.final_text)
-            samples = "\n".join(render(segmenter.segment_sentence(s)) for s in task.final_text[:25])
+            if discovery:
+                metrics = evaluate_word_discovery(segmenter.segment_words, task.final_text)
+                texts = [s.replace(" ", "") for s in task.final_text[:25]]
+            else:
+                metrics = evaluate_word_segmenter(
+                    segmenter.segment_words, task.gold, task.final_text
+                )
+                texts = task.final_text[:25]
+            samples = "\n".join(render(segmenter.segment_sentence(s)) for s in texts)
             log_segmenter(name, LM_KIND, metrics, samples + "\n")
-        found.append(f"{decoding} {metrics[BOUNDARY_F1]:.3f}")
-    print(f"[{config.name}] its LM's own boundary F1: {', '.join(found)}", flush=True)
+        headline = WORD_F1 if discovery else BOUNDARY_F1
+        found.append(f"{decoding} {metrics[headline]:.3f}")
+    print(f"[{config.name}] its LM's own {headline}: {', '.join(found)}", flush=True)

@@ -27,6 +27,8 @@ from pathlib import Path
 from segrl.benchmark.suite import Language, System
 from segrl.data.corpus import BUNDLED_CORPUS
 from segrl.data.gold import BUNDLED_GOLD
+from segrl.data.segmented import is_segmented
+from segrl.metrics import POSTERIOR_PREFIX
 
 METRICS = (
     "boundary_precision",
@@ -36,7 +38,18 @@ METRICS = (
     "morph_f1",
     "units_per_char",
 )
-"""What every cell reports (the names every segmenter logs, as in ``segrl compare``)."""
+"""What every cell scored against gold words reports (the names every segmenter logs, as in
+``segrl compare``)."""
+WORD_METRICS = (
+    "word_precision",
+    "word_recall",
+    "word_f1",
+    "word_boundary_f1",
+    "lexicon_f1",
+    "units_per_char",
+)
+"""What every cell of a language whose corpus is segmented (``segmented:PATH``: word discovery)
+reports; an ``slm``'s posterior decoding adds the same under ``POSTERIOR_PREFIX``."""
 CELL_TAG = "segrl.bench.cell"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
@@ -51,6 +64,14 @@ class Cell:
     @property
     def id(self) -> str:
         return f"{self.language.name}/{self.system.name}/seed-{self.seed}"
+
+    @property
+    def metrics(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The metrics this cell must report, and those it may (an ``slm``'s posterior decoding):
+        word discovery's where the language's corpus is segmented, else the gold words'."""
+        if is_segmented(self.language.corpus):
+            return WORD_METRICS, tuple(f"{POSTERIOR_PREFIX}{m}" for m in WORD_METRICS)
+        return METRICS, ()
 
     def folder(self, root: Path) -> Path:
         return root / self.language.name / self.system.name / f"seed-{self.seed}"
@@ -168,10 +189,11 @@ def run_cell(job: CellJob, processes: CellProcesses | None = None) -> dict:
         return {**base, "status": "stopped"}
     if code != 0:
         return {**base, "status": "failed", "returncode": code, "tail": _tail(log)}
+    required, optional = job.cell.metrics
     found = finished_run_with_tag(
-        job.parent_run_id, CELL_TAG, job.cell.id, METRICS, uri=job.tracking_uri
+        job.parent_run_id, CELL_TAG, job.cell.id, required + optional, uri=job.tracking_uri
     )
-    if found is None or not all(m in found for m in METRICS):
+    if found is None or not all(m in found for m in required):
         return {
             **base,
             "status": "failed",

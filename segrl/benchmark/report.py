@@ -1,5 +1,10 @@
 """A benchmark's results: mean and standard deviation over seeds per (language, system), as a printed
-table per language, CSV, Markdown, and a bar chart of boundary F1 with error bars."""
+table per language, CSV, Markdown, and a bar chart of each row's headline F1 with error bars.
+
+A language scored against gold words has the gold words' columns with boundary F1 as its headline; a
+language whose corpus is segmented (word discovery) has word discovery's, with word token F1 as its
+headline, and an ``slm``'s posterior decoding (logged beside its Viterbi one) as a row of its own,
+``SYSTEM-posterior``."""
 
 from __future__ import annotations
 
@@ -8,9 +13,35 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from segrl.benchmark.cells import METRICS
+from segrl.benchmark.cells import METRICS, WORD_METRICS
+from segrl.metrics import POSTERIOR_PREFIX
 
 BEST_MARK = "*"
+ALL_METRICS = tuple(dict.fromkeys((*METRICS, *WORD_METRICS)))
+POSTERIOR_ROW = "-posterior"
+"""The suffix of the row of an ``slm``'s posterior decoding (``slm-posterior``)."""
+
+
+def with_posterior_rows(results: Sequence[dict]) -> list[dict]:
+    """The results, each followed by the result of its posterior decoding where it logged one
+    (``posterior/word_f1``): the same cell as a system ``SYSTEM-posterior``."""
+    out = []
+    for result in results:
+        out.append(result)
+        prefixed = {
+            key.removeprefix(POSTERIOR_PREFIX): value
+            for key, value in result.items()
+            if key.startswith(POSTERIOR_PREFIX)
+        }
+        if prefixed:
+            out.append({**result, **prefixed, "system": f"{result['system']}{POSTERIOR_ROW}"})
+    return out
+
+
+def headline(row: dict) -> str:
+    """The metric a row is ranked by: word F1 where it has one (word discovery), else boundary F1."""
+    value = row.get("word_f1_mean", float("nan"))
+    return "word_f1" if value == value else "boundary_f1"
 
 
 def summarise(results: Sequence[dict]) -> list[dict]:
@@ -18,7 +49,7 @@ def summarise(results: Sequence[dict]) -> list[dict]:
     standard deviation over seeds; 0 with one seed), in the order the results come; failed cells are
     left out of the means and counted in ``failed``."""
     groups: dict[tuple[str, str], list[dict]] = {}
-    for result in results:
+    for result in with_posterior_rows(results):
         groups.setdefault((result["language"], result["system"]), []).append(result)
     rows = []
     for (language, system), group in groups.items():
@@ -30,7 +61,7 @@ def summarise(results: Sequence[dict]) -> list[dict]:
             "n_seeds": len(ok),
             "failed": len(group) - len(ok),
         }
-        for metric in METRICS:
+        for metric in ALL_METRICS:
             values = [r[metric] for r in ok if metric in r]
             row[f"{metric}_mean"] = statistics.fmean(values) if values else float("nan")
             row[f"{metric}_sd"] = statistics.stdev(values) if len(values) > 1 else 0.0
@@ -39,12 +70,12 @@ def summarise(results: Sequence[dict]) -> list[dict]:
 
 
 def best_systems(rows: Sequence[dict]) -> dict[str, str]:
-    """The system of highest mean boundary F1 per language."""
+    """The system of highest mean headline F1 per language (``headline``)."""
     best: dict[str, dict] = {}
     for row in rows:
-        f1 = row["boundary_f1_mean"]
+        f1 = row[f"{headline(row)}_mean"]
         if f1 == f1 and (
-            row["language"] not in best or f1 > best[row["language"]]["boundary_f1_mean"]
+            row["language"] not in best or f1 > best[row["language"]][f"{headline(row)}_mean"]
         ):
             best[row["language"]] = row
     return {language: row["system"] for language, row in best.items()}
@@ -62,11 +93,12 @@ def _table_rows(
 ) -> list[tuple[bool, list[str]]]:
     """``(is the best F1, cells)`` for each system of ``language``."""
     out = []
+    metrics = _columns(rows, language)[0]
     for row in rows:
         if row["language"] != language:
             continue
         failed = f" ({row['failed']} failed)" if row["failed"] else ""
-        cells = [row["system"] + failed, str(row["n_seeds"]), *(_cell(row, m) for m in METRICS)]
+        cells = [row["system"] + failed, str(row["n_seeds"]), *(_cell(row, m) for m in metrics)]
         out.append((best.get(language) == row["system"], cells))
     return out
 
@@ -88,6 +120,25 @@ HEADER = [
     "units/char",
 ]
 F1_COLUMN = HEADER.index("boundary F1")
+WORD_HEADER = [
+    "system",
+    "seeds",
+    "word P",
+    "word R",
+    "word F1",
+    "boundary F1",
+    "lexicon F1",
+    "units/char",
+]
+WORD_F1_COLUMN = WORD_HEADER.index("word F1")
+
+
+def _columns(rows: Sequence[dict], language: str) -> tuple[tuple[str, ...], list[str], int]:
+    """A language's metrics, header and headline column: word discovery's where a row of it has
+    word F1, else the gold words'."""
+    if any(headline(r) == "word_f1" for r in rows if r["language"] == language):
+        return WORD_METRICS, WORD_HEADER, WORD_F1_COLUMN
+    return METRICS, HEADER, F1_COLUMN
 
 
 def format_text(rows: Sequence[dict]) -> str:
@@ -95,11 +146,12 @@ def format_text(rows: Sequence[dict]) -> str:
     best = best_systems(rows)
     blocks = []
     for language in dict.fromkeys(r["language"] for r in rows):
+        header = _columns(rows, language)[1]
         body = [
             [cells[0] + (f" {BEST_MARK}" if is_best else ""), *cells[1:]]
             for is_best, cells in _table_rows(rows, language, best)
         ]
-        widths = [max(len(HEADER[i]), *(len(r[i]) for r in body)) for i in range(len(HEADER))]
+        widths = [max(len(header[i]), *(len(r[i]) for r in body)) for i in range(len(header))]
 
         def line(cells: list[str], widths=widths) -> str:
             first = cells[0].ljust(widths[0])
@@ -111,7 +163,7 @@ def format_text(rows: Sequence[dict]) -> str:
             "\n".join(
                 [
                     f"== {_heading(rows, language)}",
-                    line(HEADER),
+                    line(header),
                     line(["-" * w for w in widths]),
                     *map(line, body),
                 ]
@@ -121,16 +173,17 @@ def format_text(rows: Sequence[dict]) -> str:
 
 
 def format_markdown(rows: Sequence[dict], title: str = "") -> str:
-    """The same tables in Markdown, the best boundary F1 per language in bold."""
+    """The same tables in Markdown, the best headline F1 per language in bold."""
     best = best_systems(rows)
     parts = [f"## {title}\n"] if title else []
     for language in dict.fromkeys(r["language"] for r in rows):
+        _metrics, header, f1_column = _columns(rows, language)
         parts.append(f"### {_heading(rows, language)}\n")
-        parts.append("| " + " | ".join(HEADER) + " |")
-        parts.append("|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|")
+        parts.append("| " + " | ".join(header) + " |")
+        parts.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         for is_best, cells in _table_rows(rows, language, best):
             if is_best:
-                cells[0], cells[F1_COLUMN] = f"**{cells[0]}**", f"**{cells[F1_COLUMN]}**"
+                cells[0], cells[f1_column] = f"**{cells[0]}**", f"**{cells[f1_column]}**"
             parts.append("| " + " | ".join(cells) + " |")
         parts.append("")
     return "\n".join(parts)
@@ -138,7 +191,7 @@ def format_markdown(rows: Sequence[dict], title: str = "") -> str:
 
 def write_csv(rows: Sequence[dict], path: Path) -> Path:
     columns = ["language", "gold_language", "system", "n_seeds", "failed"] + [
-        f"{m}_{s}" for m in METRICS for s in ("mean", "sd")
+        f"{m}_{s}" for m in ALL_METRICS for s in ("mean", "sd")
     ]
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
@@ -165,14 +218,14 @@ def plot_f1(rows: Sequence[dict], path: Path) -> Path:
         xs, means, sds = [], [], []
         for i, language in enumerate(languages):
             row = by_key.get((language, system))
-            if row is None or row["boundary_f1_mean"] != row["boundary_f1_mean"]:
+            if row is None or row[f"{headline(row)}_mean"] != row[f"{headline(row)}_mean"]:
                 continue
             xs.append(i + (k - (len(systems) - 1) / 2) * width)
-            means.append(row["boundary_f1_mean"])
-            sds.append(row["boundary_f1_sd"])
+            means.append(row[f"{headline(row)}_mean"])
+            sds.append(row[f"{headline(row)}_sd"])
         ax.bar(xs, means, width, yerr=sds, capsize=2, label=system)
     ax.set_xticks(range(len(languages)), languages)
-    ax.set_ylabel("boundary F1 (mean ± sd over seeds)")
+    ax.set_ylabel("word F1 (word discovery) or boundary F1\n(mean ± sd over seeds)")
     ax.set_ylim(0, 1)
     ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()

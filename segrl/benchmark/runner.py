@@ -24,6 +24,12 @@ from segrl.benchmark.report import format_markdown, format_text, plot_f1, summar
 from segrl.benchmark.suite import Suite
 from segrl.data.corpus import corpus_path
 from segrl.data.languages import gold_language
+from segrl.data.segmented import (
+    BUNDLED_UTTERANCES,
+    is_segmented,
+    segmented_location,
+    split_files,
+)
 from segrl.errors import ConfigError, TrackingError
 from segrl.files import check_writable_folder
 from segrl.tracking.runs import end_run_killed, log_artifact, log_metrics, start_run
@@ -65,6 +71,15 @@ def check_sources(suite: Suite) -> None:
     """Every language's corpus and gold set that is a path exists, before any cell starts: a
     ``ConfigError`` naming the suite, the language and the path otherwise."""
     for language in suite.languages:
+        if is_segmented(language.corpus):  # its split files, and no second gold set
+            location = segmented_location(language.corpus)
+            if location != BUNDLED_UTTERANCES:
+                split_files(location)
+            if language.gold is not None:
+                raise ConfigError(
+                    f"suite {suite.name}, language {language.name!r}: a segmented corpus is its "
+                    "own gold (its spaces); leave out its gold"
+                )
         gold = None if language.gold is None else Path(language.gold)
         for kind, path in (("corpus", corpus_path(language.corpus)), ("gold", gold)):
             if path is None or path.exists():
@@ -187,6 +202,9 @@ def run_bench(
                     "boundary_f1",
                     "boundary_precision",
                     "boundary_recall",
+                    "word_f1",
+                    "word_boundary_f1",
+                    "lexicon_f1",
                     "units_per_char",
                 )
                 if row[f"{metric}_mean"] == row[f"{metric}_mean"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from segrl.data.segmented import SEGMENTED_PREFIX
 from segrl.errors import ConfigError, DataError
 
 DEFAULT_DATA_DIR = "../shared/data"
@@ -233,13 +234,15 @@ def _resolve(value: object, data_dir: Path, what: str) -> str | None:
     text = str(value)
     if "{data_dir}" not in text:
         return text
-    path = Path(text.replace("{data_dir}", str(data_dir))).resolve()
-    if not path.exists():
+    prefix = SEGMENTED_PREFIX if text.startswith(SEGMENTED_PREFIX) else ""
+    path = Path(text.removeprefix(prefix).replace("{data_dir}", str(data_dir))).resolve()
+    found = path.parent if "{split}" in path.name else path  # a segmented corpus's split pattern
+    if not found.exists():
         raise DataError(
-            f"{what}: {path} not found; give the folder that holds it with --data-dir "
+            f"{what}: {found} not found; give the folder that holds it with --data-dir "
             f"(now {data_dir})"
         )
-    return str(path)
+    return f"{prefix}{path}"
 
 
 def _known(entry: object, keys: set[str], where: str) -> None:

@@ -54,7 +54,12 @@ from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char
-from segrl.metrics import BITS_PER_CHAR, evaluate_word_discovery, evaluate_word_segmenter
+from segrl.metrics import (
+    BITS_PER_CHAR,
+    POSTERIOR_PREFIX,
+    evaluate_word_discovery,
+    evaluate_word_segmenter,
+)
 from segrl.runtime import resolve_device, seed_everything
 from segrl.segmentation import render
 from segrl.tracking.models import log_segmenter_model
@@ -112,9 +117,7 @@ class LMTrainConfig:
 
 
 LMDecoding = Literal["viterbi", "posterior"]
-POSTERIOR_PREFIX = "posterior/"
-"""Prefix of the metrics of the posterior decoding, logged beside the Viterbi ones on text whose
-spaces are the gold (``posterior/word_f1``)."""
+
 LM_KIND = "lm"
 """The ``segrl.kind`` of segmenters that are language models (``segrl compare --kind lm``)."""
 

@@ -233,7 +233,7 @@ def log_data(
         CORPUS_LANGUAGE_TAG: corpus_language(source),
     }
     inputs = [("corpus", source, corpus.fingerprint, "training")]
-    if gold is not None:
+    if gold:  # none, or empty where the corpus's spaces are the gold (word discovery)
         from segrl.data.gold import BUNDLED_GOLD, gold_fingerprint
 
         label, digest = gold_source or f"bundled:{BUNDLED_GOLD}", gold_fingerprint(gold)

@@ -1,0 +1,220 @@
+"""Word discovery: segmented corpora (spaces are the gold), word token / boundary / lexicon metrics,
+the jobs that score unspaced utterances, the words suite."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from segrl.agents.config import TrainConfig
+from segrl.agents.task import check_word_discovery, hidden_spaces_lm_options
+from segrl.benchmark import load_suite
+from segrl.benchmark.report import format_markdown, summarise
+from segrl.config import BaselineConfig, DataConfig, GoldConfig, TrackingConfig
+from segrl.data import load_corpus, without_spaces
+from segrl.errors import ConfigError, DataError
+from segrl.evaluators import EvaluatorConfig
+from segrl.lm.config import WORD_MAX_SEGMENT_LENGTH
+from segrl.metrics import (
+    lexicon_prf,
+    metrics_summary,
+    word_discovery_metrics,
+    word_token_prf,
+)
+from tests.conftest import shared_path
+
+PREDICTED = [["yuwant", "tu", "si", "D6b", "Uk"], ["yu", "si"]]
+UTTERANCES = ["yu want tu si D6 bUk", "yu si"]
+
+
+def test_word_token_f1_counts_words_whose_both_edges_are_right():
+    # gold spans (0,2) (2,6) (6,8) (8,10) (10,12) (12,15) and (0,2) (2,4); predicted (0,6) (6,8)
+    # (8,10) (10,13) (13,15) and (0,2) (2,4): 4 of 7 predicted, 4 of 8 gold
+    prf = word_token_prf(PREDICTED, [u.split() for u in UTTERANCES])
+    assert (prf.hits, prf.predicted, prf.gold) == (4, 7, 8)
+    assert prf.f1 == pytest.approx(8 / 15)
+
+
+def test_lexicon_f1_counts_each_type_once():
+    # predicted types yuwant tu si D6b Uk yu; gold yu want tu si D6 bUk: tu, si, yu shared
+    prf = lexicon_prf(PREDICTED, [u.split() for u in UTTERANCES])
+    assert (prf.hits, prf.predicted, prf.gold) == (3, 6, 6)
+    assert prf.f1 == pytest.approx(0.5)
+
+
+def test_word_discovery_metrics_by_hand():
+    metrics = word_discovery_metrics(PREDICTED, UTTERANCES)
+    assert metrics["word_precision"] == pytest.approx(4 / 7)
+    assert metrics["word_recall"] == pytest.approx(0.5)
+    # boundaries without the utterance edges: gold {2,6,8,10,12} and {2}; predicted {6,8,10,13}, {2}
+    assert metrics["word_boundary_precision"] == pytest.approx(4 / 5)
+    assert metrics["word_boundary_recall"] == pytest.approx(4 / 6)
+    assert metrics["word_boundary_f1"] == pytest.approx(8 / 11)
+    assert metrics["lexicon_f1"] == pytest.approx(0.5)
+    assert metrics["gold_units_per_char"] == pytest.approx(8 / 19)
+    assert "word P/R/F1 0.571 / 0.500 / 0.533" in metrics_summary(metrics)
+
+
+def test_trivial_segmentations_score_as_the_field_reports_them():
+    chars = [list(u.replace(" ", "")) for u in UTTERANCES]
+    every = word_discovery_metrics(chars, UTTERANCES)
+    assert every["word_boundary_recall"] == 1.0 and every["word_f1"] == 0.0
+    whole = word_discovery_metrics([[u.replace(" ", "")] for u in UTTERANCES], UTTERANCES)
+    assert whole["word_boundary_f1"] == 0.0 and whole["word_f1"] == 0.0
+
+
+def test_a_prediction_of_other_text_is_refused():
+    with pytest.raises(ValueError, match="differ in text"):
+        word_discovery_metrics([["yu", "wont"]], ["yu want"])
+
+
+def write_splits(folder: Path, names=("tr", "va", "te")) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["yu want tu si D6 bUk", "lUk D*z 6 b7", "&nd 6 dOgi", "yu si D6 dOgi"] * 10
+    for name, part in zip(names, (lines, lines[:8], lines[8:16]), strict=True):
+        (folder / f"{name}.txt").write_text("\n".join(part) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_a_folder_of_splits_is_read_as_written(tmp_path):
+    folder = write_splits(tmp_path / "br")
+    corpus = load_corpus(DataConfig(corpus=f"segmented:{folder}", min_char_count=1))
+    assert corpus.gold_from_spaces and corpus.settings["format"] == "segmented"
+    assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (40, 8, 8)
+    assert corpus.train[0] == "yu want tu si D6 bUk"  # not lower-cased: D and d differ
+    unspaced = without_spaces(corpus)
+    assert unspaced.test[0] == "yuwanttusiD6bUk" and not unspaced.gold_from_spaces
+    assert unspaced.word_counts("train")["yuwanttusiD6bUk"] == 10  # utterances, not gold words
+
+
+def test_a_split_pattern_and_a_single_file(tmp_path):
+    write_splits(tmp_path / "ptb", names=("p.train", "p.valid", "p.test"))
+    corpus = load_corpus(
+        DataConfig(corpus=f"segmented:{tmp_path}/ptb/p.{{split}}.txt", min_char_count=1)
+    )
+    assert len(corpus.valid) == 8
+    one = load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/ptb/p.train.txt", min_char_count=1))
+    assert (len(one.train), len(one.valid), len(one.test)) == (32, 4, 4)  # the seeded split
+
+
+def test_missing_splits_and_empty_paths_are_clear_errors(tmp_path):
+    (tmp_path / "only").mkdir()
+    (tmp_path / "only" / "tr.txt").write_text("a b\n", encoding="utf-8")
+    with pytest.raises(DataError, match="no valid split; looked for"):
+        load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/only"))
+    with pytest.raises(DataError, match="give the file, folder"):
+        load_corpus(DataConfig(corpus="segmented:"))
+    with pytest.raises(DataError, match="no such file or folder"):
+        load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/absent.txt"))
+    with pytest.raises(DataError, match="does not apply"):
+        load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/only", corpus_format="words"))
+    corpus = load_corpus(DataConfig(max_sentences=20))
+    with pytest.raises(DataError, match="not a segmented corpus"):
+        without_spaces(corpus)
+
+
+def bundled_utterances(max_sentences: int = 300) -> DataConfig:
+    """The project's own small segmented corpus: short sentences of the bundled WikiText slice."""
+    return DataConfig(corpus="segmented:bundled", max_len=48, max_sentences=max_sentences)
+
+
+def test_baselines_on_unspaced_text_are_scored_as_word_discovery(mlflow_store):
+    from segrl.baselines.experiment import run_baseline
+
+    data = bundled_utterances()
+    chars = run_baseline(BaselineConfig(method="characters", data=data))
+    assert chars["word_boundary_recall"] == 1.0 and chars["units_per_char"] == 1.0
+    whole = run_baseline(BaselineConfig(method="words", data=data))
+    assert whole["word_boundary_f1"] == 0.0  # one word per utterance
+    assert math.isclose(whole["units_per_char"], whole["gold_utterances"] / _chars(data))
+    with pytest.raises(ConfigError, match="its own gold"):
+        run_baseline(BaselineConfig(method="characters", data=data, gold=GoldConfig(path="g")))
+
+
+def _chars(data: DataConfig) -> int:
+    return sum(len(s.replace(" ", "")) for s in load_corpus(data).test)
+
+
+def test_morfessor_on_unspaced_text_never_sees_a_space(mlflow_store):
+    from segrl.baselines.experiment import make_segmenter
+
+    corpus = load_corpus(bundled_utterances())
+    segmenter = make_segmenter(BaselineConfig(method="morfessor")).train(without_spaces(corpus))
+    text = corpus.test[0].replace(" ", "")
+    segments = segmenter.segment(text)
+    assert "".join(segments) == text and len(segments) > 1
+
+
+@pytest.mark.slow
+def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_thread):
+    from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+
+    config = LMTrainConfig(
+        data=bundled_utterances(120), max_steps=2, batch_size=32, out=str(mlflow_store / "run")
+    )
+    config.lm.hidden_dim = config.lm.speller_dim = 32
+    metrics = train_lm_segmenter(config)
+    assert 0 <= metrics["word_f1"] <= 1 and 0 <= metrics["posterior/word_f1"] <= 1
+    assert "boundary_f1" not in metrics  # no gold words: the spaces are the gold
+
+
+def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them():
+    lm = EvaluatorConfig(name="lm").lm
+    assert lm.max_segment_length is None
+    assert hidden_spaces_lm_options(lm).max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
+    lm.max_segment_length = 8
+    assert hidden_spaces_lm_options(lm).max_segment_length == 8
+    config = TrainConfig(evaluator=EvaluatorConfig(name="lm"), data=bundled_utterances())
+    config.data.corpus = "segmented:bundled"
+    with pytest.raises(ConfigError, match="add --hide-spaces"):
+        check_word_discovery(config)
+    config.env.hide_spaces = True
+    check_word_discovery(config)
+    config.gold.path = "gold.tsv"
+    with pytest.raises(ConfigError, match="its own gold"):
+        check_word_discovery(config)
+
+
+def test_the_words_suite_reads_its_corpora_as_segmented(tmp_path):
+    write_splits(tmp_path / "brent" / "br-phono")
+    write_splits(tmp_path / "brent" / "br-text")
+    (tmp_path / "ptb").mkdir()
+    suite = load_suite("words", data_dir=tmp_path)
+    corpora = {language.name: language.corpus for language in suite.languages}
+    assert corpora["br-text"] == f"segmented:{(tmp_path / 'brent' / 'br-text').resolve()}"
+    assert corpora["ptb"].endswith("ptb/ptb.{split}.txt")
+    assert {"characters", "utterances", "morfessor", "unigram", "slm", "agent"} <= {
+        s.name for s in suite.systems
+    }
+    assert suite.seeds == (0, 1, 2)
+
+
+def test_a_word_discovery_table_has_word_columns_and_posterior_rows():
+    base = {"language": "br-text", "status": "done", "units_per_char": 0.3}
+    word = {"word_precision": 0.5, "word_recall": 0.5, "word_boundary_f1": 0.7, "lexicon_f1": 0.4}
+    results = [
+        {
+            **base,
+            **word,
+            "system": "slm",
+            "word_f1": 0.5,
+            "posterior/word_f1": 0.6,
+            **{f"posterior/{k}": v for k, v in word.items()},
+            "posterior/units_per_char": 0.3,
+        },
+        {**base, **word, "system": "morfessor", "word_f1": 0.55},
+    ]
+    rows = summarise(results)
+    assert [r["system"] for r in rows] == ["slm", "slm-posterior", "morfessor"]
+    table = format_markdown(rows)
+    assert "| system | seeds | word P | word R | word F1 |" in table
+    assert "| **slm-posterior** | 1 | 0.500 | 0.500 | **0.600** |" in table
+
+
+def test_brent_as_the_papers_split_it():
+    folder = shared_path("brent", "br-phono")
+    corpus = load_corpus(DataConfig(corpus=f"segmented:{folder}"))
+    assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (7832, 978, 978)
+    assert corpus.train[0] == "yu want tu si D6 bUk"
