@@ -12,7 +12,7 @@ from segrl.agents.config import TrainConfig
 from segrl.agents.task import check_word_discovery, hidden_spaces_lm_options
 from segrl.benchmark import load_suite
 from segrl.benchmark.report import format_markdown, summarise
-from segrl.config import BaselineConfig, DataConfig, GoldConfig, TrackingConfig
+from segrl.config import BaselineConfig, DataConfig, GoldConfig
 from segrl.data import load_corpus, without_spaces
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import EvaluatorConfig
