@@ -17,8 +17,11 @@ an MLflow model folder (``MLmodel`` beside ``artifacts/segmenter``), or an MLflo
 the tracking store in use.
 
 Every segmenter is given text as it comes: it segments the text lower-cased (as it was trained)
-and the segments are cut from the original, so they always spell their input. Sentences are split
-at whitespace; their segments have each space between two words as a segment of its own.
+and the segments are cut from the original, so they always spell their input; a segmenter whose
+characters include upper case (trained on a segmented corpus read as written, such as the phonemic
+``br-phono``, where ``D`` and ``d`` differ) is given the text as it is. Sentences are split at
+whitespace; their segments have each space between two words as a segment of its own. Utterances
+(``segment_utterances``, word discovery) are segmented whole, their spaces removed.
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ class LoadedSegmenter:
     """Where an MLflow URI was downloaded to; removed with the segmenter (or at exit)."""
     _sample: Callable[[float, int], None] | None = None
     """Turns sampling on, where the segmenter samples (a SentencePiece model)."""
+    cased: bool = False
+    """Whether it was trained on text with upper case (a segmented corpus is read as written): it
+    is then given text as it comes, not lower-cased."""
+
+    def _case(self, text: str) -> str:
+        return text if self.cased else text.lower()
 
     def sample(self, alpha: float, seed: int = 0) -> None:
         """From now on, segment by sampling a segmentation (subword regularisation, smoothing
@@ -79,7 +88,7 @@ class LoadedSegmenter:
     def segment_words(self, words: Sequence[str]) -> list[list[str]]:
         """Each word's segments (they spell the word; an empty word has none)."""
         words = list(words)
-        found = self._words([w.lower() for w in words if w])
+        found = self._words([self._case(w) for w in words if w])
         it = iter(found)
         return [_cut_like(w, next(it)) if w else [] for w in words]
 
@@ -88,7 +97,7 @@ class LoadedSegmenter:
         sentence is taken with its whitespace collapsed to single spaces."""
         texts = [" ".join(s.split()) for s in sentences]
         if self._sentences is not None:
-            found = self._sentences([t.lower() for t in texts])
+            found = self._sentences([self._case(t) for t in texts])
             return [_cut_like(t, segs) for t, segs in zip(texts, found, strict=True)]
         per_word = self.segment_words([w for t in texts for w in t.split(" ") if w])
         it = iter(per_word)
@@ -102,13 +111,19 @@ class LoadedSegmenter:
             out.append(segments)
         return out
 
+    def segment_utterances(self, utterances: Sequence[str]) -> list[list[str]]:
+        """Word discovery: each utterance with its spaces removed, segmented whole (as a word):
+        its segments are the words found (``"yu want it"`` and ``"yuwantit"`` alike give
+        ``["yu", "want", "it"]`` from a segmenter that finds those words)."""
+        return self.segment_words(["".join(u.split()) for u in utterances])
+
 
 def _cut_like(original: str, segments: list[str]) -> list[str]:
     """``segments`` of ``original.lower()`` cut from ``original`` itself, position by position. A
     character whose lower case is longer (``İ`` -> ``i̇``) goes whole into the segment where its
     lower case begins. Segments that do not spell ``original.lower()`` are returned as they are."""
     if "".join(segments) != original.lower():
-        return segments
+        return segments  # segmented as it is (a cased segmenter), or not spelling it
     # where each character's lower case begins in original.lower()
     starts = list(itertools.accumulate((len(c.lower()) for c in original[:-1]), initial=0))
     out, at = [], 0
@@ -242,14 +257,23 @@ def _load_model_file(path: Path) -> LoadedSegmenter:
 def _classic(segmenter: Segmenter, source: Path) -> LoadedSegmenter:
     """A classic segmenter (``segrl.baselines.Segmenter``) as a loaded one."""
     sample = getattr(segmenter, "sample", None)
-    return LoadedSegmenter("classic", source, segmenter.segment_words, _sample=sample)
+    cased = _has_upper(segmenter.alphabet or ())
+    return LoadedSegmenter("classic", source, segmenter.segment_words, _sample=sample, cased=cased)
+
+
+def _has_upper(characters) -> bool:
+    """Whether a segmenter's characters include upper case (it was trained on cased text)."""
+    return any(c != c.lower() for c in characters)
 
 
 def _load_agent(folder: Path, device: str) -> LoadedSegmenter:
     from segrl.agents.segmenter import AgentSegmenter
 
     agent = AgentSegmenter.load(folder, device)
-    return LoadedSegmenter("agent", folder, agent.segment_sentences, agent.segment_sentences)
+    cased = _has_upper(agent.vocab.symbols)
+    return LoadedSegmenter(
+        "agent", folder, agent.segment_sentences, agent.segment_sentences, cased=cased
+    )
 
 
 def _load_slm(folder: Path, device: str) -> LoadedSegmenter:
@@ -257,7 +281,8 @@ def _load_slm(folder: Path, device: str) -> LoadedSegmenter:
     from segrl.lm.segmenter import LMSegmenter
 
     model = load_lm(folder, device)
-    return LoadedSegmenter("slm", folder, LMSegmenter(model).segment_words)
+    cased = _has_upper(model.vocab.symbols)
+    return LoadedSegmenter("slm", folder, LMSegmenter(model).segment_words, cased=cased)
 
 
 def _load_units(folder: Path, device: str) -> LoadedSegmenter:

@@ -7,11 +7,14 @@ or another tool's predictions (``segrl.formats``), with the metrics of ``segrl.m
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from segrl.data.corpus import gold_utterances
 from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
 from segrl.data.languages import gold_language
+from segrl.data.segmented import is_segmented
 from segrl.errors import DataError
 from segrl.formats import MIN_COVERAGE
 from segrl.metrics import (
@@ -21,8 +24,12 @@ from segrl.metrics import (
     GOLD_WORDS,
     MORPH_F1,
     UNITS_PER_CHAR,
+    WORD_F1,
+    evaluate_word_discovery,
     evaluate_word_segmenter,
+    metrics_summary,
     segmentation_metrics,
+    word_discovery_metrics,
 )
 
 EVALUATED_KIND = "evaluated"
@@ -50,13 +57,25 @@ def gold_label(path: str | None) -> str:
     return path or f"bundled:{BUNDLED_GOLD}"
 
 
+def utterance_fingerprint(utterances: Sequence[str]) -> str:
+    """A hash of gold utterances (word discovery): equal gold texts have equal fingerprints."""
+    return hashlib.sha256("\n".join(utterances).encode("utf-8")).hexdigest()[:16]
+
+
 def evaluate_model(model: str, golds: Sequence[str | None]) -> list[GoldScores]:
-    """A trained segmenter (folder or MLflow URI) on each gold file (None: the bundled set)."""
+    """A trained segmenter (folder or MLflow URI) on each gold file (None: the bundled set); a
+    segmented source (``segmented:PATH``) scores it as word discovery on its utterances."""
     from segrl.loading import load_segmenter
 
     segmenter = load_segmenter(model)
     out = []
     for path in golds:
+        if is_segmented(path):
+            utterances = gold_utterances(path)
+            metrics = evaluate_word_discovery(segmenter.segment_words, utterances)
+            n = len(utterances)
+            out.append(GoldScores(path, metrics, utterance_fingerprint(utterances), n, n))
+            continue
         gold = load_gold(path)
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold)
         out.append(
@@ -80,12 +99,16 @@ def evaluate_predictions(
 
     lines = list(read_lines(predictions))
     predicted: dict[str, list[str]] = {}
-    for word, morphs in read_predictions(lines, fmt, separator):
-        predicted.setdefault(word.lower(), [m.lower() for m in morphs])
-    if not predicted:
-        raise DataError(f"{predictions}: no segmentations in it")
+    if not all(is_segmented(path) for path in golds):  # word discovery reads utterances
+        for word, morphs in read_predictions(lines, fmt, separator):
+            predicted.setdefault(word.lower(), [m.lower() for m in morphs])
+        if not predicted:
+            raise DataError(f"{predictions}: no segmentations in it")
     out = []
     for path in golds:
+        if is_segmented(path):
+            out.append(_score_utterances(predictions, [t for _, _, t in lines], path))
+            continue
         gold = load_gold(path)
         covered: list[GoldWord] = [g for g in gold if g.word in predicted]
         if not covered or len(covered) / len(gold) < min_coverage:
@@ -104,6 +127,28 @@ def evaluate_predictions(
     return out
 
 
+def _score_utterances(predictions: str, lines: Sequence[str], source: str) -> GoldScores:
+    """Word discovery: a predictions file of utterances, one a line with the words found separated
+    by spaces (as ``segrl segment --input-format utterances`` writes them), against the gold
+    utterances of ``source``, line by line."""
+    utterances = gold_utterances(source)
+    found = [line.split() for line in lines if line.strip()]
+    if len(found) != len(utterances):
+        raise DataError(
+            f"{predictions}: {len(found)} utterances for the {len(utterances)} of {source}; give "
+            "one line per gold utterance, in its order"
+        )
+    for number, (words, utterance) in enumerate(zip(found, utterances, strict=True), start=1):
+        if "".join(words) != utterance.replace(" ", ""):
+            raise DataError(
+                f"{predictions}: utterance {number} spells {''.join(words)!r}, the gold "
+                f"{utterance.replace(' ', '')!r}; give the predictions for {source}'s utterances"
+            )
+    metrics = word_discovery_metrics(found, utterances)
+    n = len(utterances)
+    return GoldScores(source, metrics, utterance_fingerprint(utterances), n, n)
+
+
 def _format_read(texts: Sequence[str], fmt: str, separator: str) -> str:
     """How the predictions were read, and the marker that chose the format (for an error)."""
     from segrl.formats import detect_predictions_format
@@ -120,6 +165,9 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
     """One line per gold file: boundary P/R/F1, morph F1 (SIGMORPHON 2022's), units per character."""
     for r in results:
         m = r.metrics
+        if WORD_F1 in m:
+            print(f"[{name}] {r.gold}: {metrics_summary(m)} ({r.size} utterances)", flush=True)
+            continue
         covered = f", {m[COVERED]:.1%} of gold words covered" if COVERED in m else ""
         print(
             f"[{name}] {r.gold} ({gold_language(r.gold)}): boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "

@@ -14,7 +14,7 @@ from segrl.errors import DataError
 
 CHUNK = 512
 """Items segmented (and written) at a time: output streams while the input is read."""
-INPUT_FORMATS = ("auto", "words", "counts", "text")
+INPUT_FORMATS = ("auto", "words", "counts", "text", "utterances")
 STDIN = "<stdin>"
 MODEL_HELP = (
     "a folder a segrl job wrote, an MLflow model URI, a SentencePiece .model or a Morfessor "
@@ -39,7 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=INPUT_FORMATS,
         default="auto",
         help="words (one per line), counts ('count word' or 'word<TAB>count'), text (a sentence "
-        "per line), or auto (told apart by the first lines; default)",
+        "per line), utterances (word discovery: a line is an utterance, segmented whole with its "
+        "spaces removed, its words written separated by spaces), or auto (told apart by the "
+        "first lines; default; never utterances)",
     )
     parser.add_argument(
         "--format",
@@ -140,6 +142,11 @@ def run_segment(args: argparse.Namespace) -> int:
     fmt = args.input_format
     if fmt == "auto":
         fmt, lines = detect_input_format(lines)
+    if fmt == "utterances" and args.format is not None:
+        raise DataError(
+            f"--format {args.format}: utterances are written as the words found, separated by "
+            "spaces (the form of a segmented corpus); leave --format out"
+        )
     out_format = args.format or ("sigmorphon" if fmt == "text" else "morfessor")
     if fmt == "text" and out_format == "morfessor":
         format_sentence("", [], "morfessor")  # refuses: no word boundaries in Morfessor's format
@@ -149,7 +156,9 @@ def run_segment(args: argparse.Namespace) -> int:
     out = sys.stdout
     for chunk in _chunks(_items(progress, fmt), CHUNK):
         texts = [text for text, _count in chunk]
-        if fmt == "text":
+        if fmt == "utterances":
+            rendered = [" ".join(s) for s in segmenter.segment_utterances(texts)]
+        elif fmt == "text":
             found = segmenter.segment_sentences(texts)
             rendered = [
                 format_sentence(t, s, out_format, args.separator)
@@ -175,7 +184,7 @@ def _items(lines: Iterable[tuple[str, int, str]], fmt: str) -> Iterator[tuple[st
         yield from read_word_counts(lines, "counts", "--input-format")
         return
     for _file, _number, line in lines:
-        if fmt == "text":
+        if fmt in ("text", "utterances"):
             if line.strip():
                 yield " ".join(line.split()), None
         else:

@@ -150,6 +150,21 @@ def without_spaces(corpus: Corpus) -> Corpus:
     return Corpus(train, valid, test, corpus.vocab, settings)
 
 
+def gold_utterances(source: str) -> list[str]:
+    """The gold utterances a segmented source (``segmented:PATH``) is scored on, as written: its
+    test split where it has split files, else every line of its file (``segmented:bundled``: the
+    test split of the bundled corpus's default split)."""
+    location = segmented_location(source)
+    if location == BUNDLED_UTTERANCES:
+        return load_corpus(DataConfig(corpus=source)).test
+    files = split_files(location)
+    path = files["test"] if files is not None else Path(location)
+    utterances = [" ".join(line.split()) for _f, _n, line in read_lines(path) if line.strip()]
+    if not utterances:
+        raise DataError(f"{path}: no utterances in it")
+    return utterances
+
+
 def load_corpus(config: DataConfig | None = None) -> Corpus:
     """Read, normalise and split the corpus that ``config`` names (the bundled one by default)."""
     config = config or DataConfig()
