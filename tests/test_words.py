@@ -218,3 +218,62 @@ def test_brent_as_the_papers_split_it():
     corpus = load_corpus(DataConfig(corpus=f"segmented:{folder}"))
     assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (7832, 978, 978)
     assert corpus.train[0] == "yu want tu si D6 bUk"
+
+
+def test_segment_evaluate_and_compare_on_cased_utterances(mlflow_store, tmp_path, capsys):
+    from segrl.cli import main
+
+    folder = write_splits(tmp_path / "br")
+    corpus = ["--corpus", f"segmented:{folder}", "--min-char-count", "1"]
+    saved = tmp_path / "chars"
+    assert main(["baseline", "--method", "characters", *corpus, "--out", str(saved)]) == 0
+    assert "[characters] word P/R/F1 " in capsys.readouterr().out
+    source = tmp_path / "in.txt"
+    source.write_text("yuwant\nD6 bUk\n", encoding="utf-8")
+    assert (
+        main(
+            [
+                "segment",
+                "--model",
+                str(saved),
+                "--input-format",
+                "utterances",
+                "--quiet",
+                str(source),
+            ]
+        )
+        == 0
+    )
+    # cased: D and U stay as written (a lower-cased D would be another, unseen phoneme)
+    assert capsys.readouterr().out == "y u w a n t\nD 6 b U k\n"
+    predictions = tmp_path / "pred.txt"
+    predictions.write_text(
+        "\n".join(line.replace(" ", "") for line in (folder / "te.txt").read_text().split("\n")),
+        encoding="utf-8",
+    )
+    assert (
+        main(
+            [
+                "evaluate",
+                "--predictions",
+                str(predictions),
+                "--gold",
+                f"segmented:{folder}",
+                "--log",
+                "--name",
+                "whole",
+            ]
+        )
+        == 0
+    )
+    assert "word P/R/F1 0.000 / 0.000 / 0.000, boundary P/R/F1 0.000 / 0.000 / 0.000" in (
+        capsys.readouterr().out
+    )
+    assert main(["evaluate", "--model", str(saved), "--gold", f"segmented:{folder}"]) == 0
+    # every character: per four utterances 38 boundaries predicted, 13 gold, all found
+    assert "boundary P/R/F1 0.342 / 1.000 / 0.510" in capsys.readouterr().out
+    predictions.write_text("yu want\n", encoding="utf-8")
+    with pytest.raises(DataError, match="1 utterances for the 8"):
+        from segrl.scoring import evaluate_predictions
+
+        evaluate_predictions(str(predictions), [f"segmented:{folder}"])

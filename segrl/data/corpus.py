@@ -332,14 +332,7 @@ def _segmented_utterances(
         if config.max_sentences is not None:
             part = part[: config.max_sentences]
         parts.append(part)
-    counts: Counter[str] = Counter()
-    for part in parts:
-        for utterance in part:
-            counts.update(utterance)
-    rare = {c for c, n in counts.items() if n < settings.min_char_count and not c.isspace()}
-    if rare:
-        table = str.maketrans({c: settings.placeholder for c in rare})
-        parts = [[u.translate(table) for u in part] for part in parts]
+    parts, rare = _rare_to_placeholder(parts, settings)
     sentences = [u for part in parts for u in part]
     stats = {"sentences": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
     if files is None:
@@ -407,15 +400,25 @@ def normalize(
         if max_sentences is not None and len(sentences) >= max_sentences:
             sentences = sentences[:max_sentences]
             break
-    counts = Counter()
-    for sentence in sentences:
-        counts.update(sentence)
+    (sentences,), rare = _rare_to_placeholder([sentences], settings)
+    stats = {"sentences": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
+    return sentences, stats
+
+
+def _rare_to_placeholder(
+    parts: list[list[str]], settings: NormalizationSettings
+) -> tuple[list[list[str]], set[str]]:
+    """Every part's texts with the characters seen fewer than ``min_char_count`` times (in all the
+    parts together; white space never) mapped to the placeholder, and those characters."""
+    counts: Counter[str] = Counter()
+    for part in parts:
+        for text in part:
+            counts.update(text)
     rare = {c for c, n in counts.items() if n < settings.min_char_count and not c.isspace()}
     if rare:
         table = str.maketrans({c: settings.placeholder for c in rare})
-        sentences = [s.translate(table) for s in sentences]
-    stats = {"sentences": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
-    return sentences, stats
+        parts = [[text.translate(table) for text in part] for part in parts]
+    return parts, rare
 
 
 def split_into_sentences(paragraph: str) -> list[str]:
