@@ -18,7 +18,10 @@ class CharSegmentEnv(SegmentationEnv):
     A sentence of ``n`` characters has ``n - 1`` positions; position ``i`` is the boundary between
     characters ``i`` and ``i + 1``. With known word boundaries (the default, as in the study), the
     positions beside a space are splits already and are skipped; with ``hide_spaces=True`` the spaces
-    are removed and every position is a decision (word discovery).
+    are removed and every position is a decision (word discovery: a segmented corpus,
+    ``segmented:PATH``, gives utterances whose spaces are the gold, scored with
+    ``segrl.metrics.word_discovery_metrics``; an LM evaluator then needs ``max_segment_length``,
+    which ``segrl.agents.task.hidden_spaces_lm_options`` sets; docs/environments.md).
 
     ## Action space
 

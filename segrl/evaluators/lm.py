@@ -184,7 +184,9 @@ class LMEvaluator(Evaluator):
     def segmented(self, batch: SegmentationBatch) -> SegmentedBatch:
         if batch.hide_spaces and self.lm.config.max_segment_length is None:
             raise ConfigError(
-                "with hidden spaces the LM needs evaluator.lm.max_segment_length (e.g. 12)"
+                "with hidden spaces the LM needs evaluator.lm.max_segment_length (segrl train "
+                "sets 12, segrl.lm.config.WORD_MAX_SEGMENT_LENGTH, unless one is given; in Python, "
+                "segrl.agents.task.hidden_spaces_lm_options does)"
             )
         return self.lm.segmented(texts=batch.texts, decisions=batch.splits)
 
