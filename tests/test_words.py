@@ -277,3 +277,16 @@ def test_segment_evaluate_and_compare_on_cased_utterances(mlflow_store, tmp_path
         from segrl.scoring import evaluate_predictions
 
         evaluate_predictions(str(predictions), [f"segmented:{folder}"])
+
+
+def test_with_hidden_spaces_the_lm_evaluator_never_learns_the_corpus_words():
+    config = TrainConfig(evaluator=EvaluatorConfig(name="lm"))
+    config.env.hide_spaces = True
+    config.validate()  # the defaults: the sampled sentences, no lexicon
+    config.evaluator.lm.texts = "corpus-words"
+    with pytest.raises(ConfigError, match="corpus-words' with hidden spaces"):
+        config.validate()
+    config.evaluator.lm.texts = "word-types"
+    config.evaluator.lm.lexicon_size = 1000
+    with pytest.raises(ConfigError, match="lexicon_size = 1000 with hidden spaces"):
+        config.validate()

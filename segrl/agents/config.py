@@ -210,6 +210,8 @@ class TrainConfig:
         self.reinforce.validate()
         if self.evaluator.name == "lm":
             self.evaluator.lm.validate(self.env.reward)
+            if self.env.hide_spaces:
+                self._check_hidden_spaces_lm()
         if self.env.teacher_features and (self.agent != "reinforce" or self.evaluator.name != "lm"):
             raise ConfigError(
                 "env.teacher_features: the reinforce agent's policy reads the lm evaluator's "
@@ -223,6 +225,23 @@ class TrainConfig:
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ConfigError("max_minutes must be positive")
         check_threads(self.threads)
+
+    def _check_hidden_spaces_lm(self) -> None:
+        """With hidden spaces the LM evaluator may learn from nothing that carries them: neither
+        the corpus's words (``texts = "corpus-words"``) nor a lexicon of their substrings."""
+        lm = self.evaluator.lm
+        if lm.texts == "corpus-words":
+            raise ConfigError(
+                "evaluator.lm.texts = 'corpus-words' with hidden spaces would teach the LM the "
+                "corpus's words, whose edges are the word boundaries to discover; use 'word-types' "
+                "or 'sentences' (with hidden spaces both read the sampled sentences whole)"
+            )
+        if lm.lexicon_size:
+            raise ConfigError(
+                f"evaluator.lm.lexicon_size = {lm.lexicon_size} with hidden spaces: the lexicon is "
+                "drawn from the corpus's words, whose edges are the word boundaries to discover; "
+                "leave it out (0)"
+            )
 
     def per_action_gradient(self) -> PerActionGradient:
         """REINFORCE's per-action gradient: ``reinforce.per_action_gradient``, or where it is None,
