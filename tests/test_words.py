@@ -192,7 +192,12 @@ def test_the_words_suite_reads_its_corpora_as_segmented(tmp_path):
 
 
 def test_a_word_discovery_table_has_word_columns_and_posterior_rows():
-    base = {"language": "br-text", "status": "done", "units_per_char": 0.3}
+    base = {
+        "language": "br-text",
+        "status": "done",
+        "units_per_char": 0.3,
+        "gold_language": "spaces",
+    }
     word = {"word_precision": 0.5, "word_recall": 0.5, "word_boundary_f1": 0.7, "lexicon_f1": 0.4}
     results = [
         {
@@ -209,6 +214,7 @@ def test_a_word_discovery_table_has_word_columns_and_posterior_rows():
     rows = summarise(results)
     assert [r["system"] for r in rows] == ["slm", "slm-posterior", "morfessor"]
     table = format_markdown(rows)
+    assert "### br-text (gold: its spaces)" in table
     assert "| system | seeds | word P | word R | word F1 |" in table
     assert "| **slm-posterior** | 1 | 0.500 | 0.500 | **0.600** |" in table
 

@@ -18,6 +18,8 @@ from segrl.metrics import POSTERIOR_PREFIX
 
 BEST_MARK = "*"
 ALL_METRICS = tuple(dict.fromkeys((*METRICS, *WORD_METRICS)))
+SPACES_GOLD = "spaces"
+"""The gold of a language whose corpus is segmented: its own spaces (word discovery)."""
 POSTERIOR_ROW = "-posterior"
 """The suffix of the row of an ``slm``'s posterior decoding (``slm-posterior``)."""
 
@@ -106,6 +108,8 @@ def _table_rows(
 def _heading(rows: Sequence[dict], language: str) -> str:
     """A language's heading: its name in the suite and its gold set's language."""
     gold = next(r["gold_language"] for r in rows if r["language"] == language)
+    if gold == SPACES_GOLD:
+        return f"{language} (gold: its spaces)"
     return f"{language} (gold: {gold})"
 
 

@@ -20,7 +20,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from segrl.benchmark.cells import Cell, CellJob, CellProcesses, run_cell, source_hash
-from segrl.benchmark.report import format_markdown, format_text, plot_f1, summarise, write_csv
+from segrl.benchmark.report import (
+    SPACES_GOLD,
+    format_markdown,
+    format_text,
+    plot_f1,
+    summarise,
+    write_csv,
+)
 from segrl.benchmark.suite import Suite
 from segrl.data.corpus import corpus_path
 from segrl.data.languages import gold_language
@@ -163,7 +170,9 @@ def run_bench(
                         {
                             **result,
                             "language": job.cell.language.name,
-                            "gold_language": gold_language(job.cell.language.gold),
+                            "gold_language": SPACES_GOLD
+                            if is_segmented(job.cell.language.corpus)
+                            else gold_language(job.cell.language.gold),
                             "system": job.cell.system.name,
                             "seed": job.cell.seed,
                         }
