@@ -5,7 +5,7 @@ on two corpora: three classic segmenters on the bundled corpus, Morfessor on ``w
 short agent run. It serves the store with ``segrl ui`` (a tracking server is shot as it is) and
 takes screenshots with headless Chromium (Debian's ``chromium`` package), in one new browser
 profile: the runs table of the experiment as ``segrl ui`` links it, the comparison of the three
-best runs on the best one's corpus and gold set, and the best run's page and its
+best runs on the corpus and gold set with the most runs, and the best run's page and its
 boundary-F1-by-length picture (its Artifacts tab). Prints where they are.
 
     python tools/ui_check.py --out docs/img
@@ -131,10 +131,14 @@ def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
     if not runs:
         raise SystemExit(f"ui-check: no run of '{experiment}' has a boundary_f1")
     ids = [r.info.run_id for r in runs]
-    data = [{k: r.data.tags.get(k) for k in (CORPUS_TAG, GOLD_TAG)} for r in runs]
-    alike = [i for i, d in zip(ids, data, strict=True) if d == data[0]]  # the same corpus and gold
+    groups: dict[tuple, list[str]] = {}  # the runs on each corpus and gold set, best first
+    for r in runs:
+        groups.setdefault((r.data.tags.get(CORPUS_TAG), r.data.tags.get(GOLD_TAG)), []).append(
+            r.info.run_id
+        )
+    largest = max(groups.values(), key=len)
     compare = "#/compare-runs?" + urllib.parse.urlencode(
-        {"runs": json.dumps(alike[:3]), "experiments": json.dumps([found.experiment_id])}
+        {"runs": json.dumps(largest[:3]), "experiments": json.dumps([found.experiment_id])}
     )
     best = next(
         (i for i in ids if PICTURE in {a.path for a in client.list_artifacts(i)}),
