@@ -211,8 +211,9 @@ def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
         "tags.`segrl.gold_language`",
         "metrics.`gold_words`",
         "metrics.`covered_fraction`",
-        "metrics.`boundary_f1`",
+        "metrics.`boundary_precision`",
     ]
+    assert "metrics.`boundary_f1`" in view["selectedColumns"]
     assert view["groupBy"]["groupByKeys"] == [
         {"mode": "tag", "groupByData": "segrl.corpus"},
         {"mode": "tag", "groupByData": "segrl.gold"},

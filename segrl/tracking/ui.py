@@ -27,15 +27,7 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
-from segrl.metrics import (
-    BOUNDARY_F1,
-    BOUNDARY_PRECISION,
-    BOUNDARY_RECALL,
-    COVERED_FRACTION,
-    GOLD_WORDS,
-    MORPH_F1,
-    UNITS_PER_CHAR,
-)
+from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, COVERED_FRACTION, GOLD_WORDS
 from segrl.tracking.store import DEFAULT_EXPERIMENT, ensure_reachable, tracking_uri
 from segrl.tracking.tags import CORPUS_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG, KIND_TAG
 
@@ -50,15 +42,12 @@ VIEW_COLUMNS = (
     f"tags.`{GOLD_LANGUAGE_TAG}`",
     f"metrics.`{GOLD_WORDS}`",
     f"metrics.`{COVERED_FRACTION}`",
-    f"metrics.`{BOUNDARY_F1}`",
-    f"metrics.`{BOUNDARY_PRECISION}`",
-    f"metrics.`{BOUNDARY_RECALL}`",
-    f"metrics.`{MORPH_F1}`",
-    f"metrics.`{UNITS_PER_CHAR}`",
+    *(f"metrics.`{name}`" for name in COMPARE_COLUMNS),
     f"tags.`{KIND_TAG}`",
 )
 """The runs table's columns: the corpus, the gold set, its language and size (words), the share of
-it a predictions file covers (``segrl evaluate --predictions``), the standard metrics, the kind."""
+it a predictions file covers (``segrl evaluate --predictions``), the metrics ``segrl compare``
+shows (MLflow shows those some run logged), the kind."""
 VIEW_GROUPS = (CORPUS_TAG, GOLD_TAG)
 """The runs are grouped by corpus and gold set: scores on different data are never ranked together.
 A group's row shows the best of each metric in it."""
