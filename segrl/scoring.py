@@ -18,6 +18,7 @@ from segrl.metrics import (
     BOUNDARY_F1,
     BOUNDARY_PRECISION,
     BOUNDARY_RECALL,
+    COVERED_FRACTION,
     GOLD_WORDS,
     MORPH_F1,
     UNITS_PER_CHAR,
@@ -27,8 +28,6 @@ from segrl.metrics import (
 
 EVALUATED_KIND = "evaluated"
 """The ``segrl.kind`` of runs ``segrl evaluate --log`` records."""
-COVERED = "covered_fraction"
-"""The fraction of gold words a predictions file segments (the others are left out of the scores)."""
 
 
 @dataclass
@@ -97,7 +96,7 @@ def evaluate_predictions(
                 "or a lower --min-coverage"
             )
         metrics = segmentation_metrics([predicted[g.word] for g in covered], covered)
-        metrics[COVERED] = len(covered) / len(gold)
+        metrics[COVERED_FRACTION] = len(covered) / len(gold)
         out.append(
             GoldScores(gold_label(path), metrics, gold_fingerprint(gold), len(gold), len(covered))
         )
@@ -120,7 +119,9 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
     """One line per gold file: boundary P/R/F1, morph F1 (SIGMORPHON 2022's), units per character."""
     for r in results:
         m = r.metrics
-        covered = f", {m[COVERED]:.1%} of gold words covered" if COVERED in m else ""
+        covered = (
+            f", {m[COVERED_FRACTION]:.1%} of gold words covered" if COVERED_FRACTION in m else ""
+        )
         print(
             f"[{name}] {r.gold} ({gold_language(r.gold)}): boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "
             f"{m[BOUNDARY_RECALL]:.3f} / {m[BOUNDARY_F1]:.3f}, morph F1 {m[MORPH_F1]:.3f}, "
