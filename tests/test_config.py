@@ -198,3 +198,21 @@ def test_segrls_own_configs_are_read_by_name_from_anywhere(tmp_path, monkeypatch
         build_units_config(path="nvib_cpux")
     with pytest.raises(ConfigError, match="elsewhere/nvib_cpu.toml: config file not found"):
         build_config(BaselineConfig, "elsewhere/nvib_cpu.toml")  # a path is never a name
+
+
+def test_a_nested_table_given_in_part_keeps_its_parents_defaults(tmp_path):
+    """A table that sets some of its options keeps the defaults its parent gives the others (a
+    unit model's own training defaults, here DCSA's learning rate and optimiser), from a file and
+    from overrides alike."""
+    from segrl.units.config import build_units_config
+
+    default = build_units_config("dcsa").train
+    assert (default.lr, default.optimizer) == (1e-4, "adam")  # not UnitsTrainConfig's own
+    path = tmp_path / "c.toml"
+    path.write_text('model = "dcsa"\n[train]\nsteps = 10\n')
+    for config in (
+        build_units_config("dcsa", None, {"train.steps": 10}),
+        build_units_config(path=path),
+    ):
+        assert config.train.steps == 10
+        assert (config.train.lr, config.train.optimizer) == (1e-4, "adam")
