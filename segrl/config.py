@@ -116,6 +116,27 @@ def choices(cls: type, name: str) -> tuple[str, ...]:
     return _literal_values(typing.get_type_hints(cls)[name])
 
 
+def validate_config(cfg: Any, prefix: str = "") -> None:
+    """The one check of a config, made where a job (or a library function that takes a config
+    from its caller) starts: every ``Literal`` option of ``cfg`` and of the configs nested in it
+    (``check_choices``), then each config's own ``check(prefix)`` (ranges, options that must go
+    together), nested configs before the config that holds them. ``prefix`` is where ``cfg`` sits
+    in its job's config (``"evaluator.lm."``); every error is a ``ConfigError`` naming the dotted
+    option, what it is and what it may be."""
+    check_choices(cfg, prefix)
+    _check_tree(cfg, prefix)
+
+
+def _check_tree(cfg: Any, prefix: str) -> None:
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_tree(value, f"{prefix}{f.name}.")
+    check = getattr(cfg, "check", None)
+    if check is not None:
+        check(prefix)
+
+
 def check_choices(cfg: Any, prefix: str = "") -> None:
     """A ``ConfigError`` for the first field of ``cfg`` (or of a config nested in it) whose value is
     not one its ``Literal`` type allows: the one place choices are checked, whether the config came

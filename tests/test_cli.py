@@ -141,7 +141,7 @@ def test_train_set_reaches_the_config_and_flags_win():
     )  # fmt: skip
     config = config_from_args(TrainConfig, args)
     assert config.reinforce.lr == 0.25
-    assert config.evaluator.lm.hidden_dim == 32
+    assert config.evaluator.lm.arch.hidden_dim == 32  # the LM's option by its old name
     assert config.reinforce.steps == 9  # the flag wins over --set
 
 

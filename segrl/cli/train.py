@@ -100,13 +100,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     lm.add_argument(
         "--lm-context",
-        dest="evaluator.lm.context",
+        dest="evaluator.lm.arch.context",
         metavar="NAME",
         help="what conditions a segment of the slm: none (default), words, lstm",
     )
     lm.add_argument(
         "--lm-length-penalty",
-        dest="evaluator.lm.length_penalty",
+        dest="evaluator.lm.arch.length_penalty",
         type=float,
         metavar="X",
         help="prior against long segments in the LM's objective (default: 0.05 on a word list, "
@@ -153,7 +153,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ppo.add_argument("--ppo-lr", dest="ppo.lr", type=float, metavar="X")
     ppo.add_argument("--ppo-ent-coef", dest="ppo.ent_coef", type=float, metavar="X")
     ppo.add_argument("--clip-coef", dest="ppo.clip_coef", type=float, metavar="X")
-    add_config_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.hidden_dim=256")
+    add_config_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.arch.hidden_dim=256")
     add_data_args(parser)
     add_gold_args(parser)
     add_tracking_args(parser)
@@ -197,7 +197,6 @@ def run_train_command(args: argparse.Namespace) -> int:
 
     config = config_from_args(TrainConfig, args)
     check_agent_flags(args, config.agent)
-    config.validate()
     print(f"[{config.name}] training; Ctrl-C stops at the next step with a checkpoint", flush=True)
     result = train(config)
     print(f"run folder: {result.run_dir}")
