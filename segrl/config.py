@@ -72,7 +72,9 @@ class TrackingConfig:
     """Where results go in MLflow (the store itself comes from ``MLFLOW_TRACKING_URI``)."""
 
     experiment: str = "segrl"
+    """The MLflow experiment the run is logged in."""
     run_name: str | None = None
+    """The MLflow run's name; None: the job's own (the segmenter's name, ``slm``, ...)."""
     register: str | None = None
     """Also add the trained segmenter to the MLflow model registry under this name (a new version)."""
 
@@ -82,6 +84,8 @@ class BaselineConfig:
     """``segrl baseline``: train one classic segmenter, score it, log it."""
 
     method: str = "morfessor"
+    """The classic segmenter: ``morfessor``, ``bpe``, ``unigram``, ``yttm-bpe``, ``characters`` or
+    ``words`` (``segrl.baselines.registry``)."""
     vocab_size: int = 5000
     """Vocabulary size of the BPE and unigram segmenters (5000: the study's BPE vocabulary)."""
     cache_dir: str | None = None

@@ -31,6 +31,7 @@ class ReinforceConfig:
     steps: int = 2000
     """Updates (each on ``batch_size`` sentences)."""
     batch_size: int = 64
+    """Sentences per update."""
     lr: float = 3e-3
     """Adam learning rate of the policy."""
     baseline_lr: float = 1e-3
@@ -107,6 +108,7 @@ class PPOConfig:
     """SB3 only: steps of every episode slot per rollout (a rollout holds ``num_envs * n_steps``
     decisions)."""
     epochs: int = 4
+    """Passes over each rollout."""
     minibatches: int = 4
     """Minibatches per epoch (of decisions for SB3, of sentences for the batched PPO)."""
     lr: float = 1e-3
@@ -185,6 +187,8 @@ class TrainConfig:
     seed: int = 0
     """Seed of the policy's initialisation, sampling, and sentence order."""
     device: str = "auto"
+    """Where the policy and the LM run: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
+    ``cuda:N``."""
     threads: int | None = None
     """PyTorch CPU threads (None: PyTorch's default)."""
     gold_heldout_fraction: float = 0.1
@@ -194,6 +198,7 @@ class TrainConfig:
     eval_gold_words: int = 2000
     """Gold words in the periodic evaluation (the final one uses the whole gold set)."""
     checkpoint_every: int = 50
+    """Steps between checkpoints of the run folder (a resumed run starts from the last one)."""
     log_every: int = 10
     max_minutes: float | None = None
     """Stop training after this many minutes (checkpointed and evaluated as at the last step)."""

@@ -81,6 +81,7 @@ class LMConfig:
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
+    """Dropout on the LSTMs' outputs, in training."""
     length_penalty: float | None = None
     """``slm``'s marginal objective with a prior against long segments: it minimises
     ``-log sum_S p(X, S) exp(-length_penalty * sum_k |m_k|^2)`` (0: the plain marginal ``-log p(X)``).

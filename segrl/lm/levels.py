@@ -85,8 +85,11 @@ class LevelsConfig:
     vocab_size: int = 5000
     """Vocabulary of the BPE tokenizers (the study's 5000)."""
     epochs: int = 3
+    """Epochs of each level's LM (the best one on valid is kept)."""
     batch_size: int = 32
+    """Segmented sentences per update."""
     lr: float = 2e-3
+    """Adam learning rate of the LM."""
     clip: float = 1.0
     max_train_sentences: int | None = None
     """Train on at most this many training sentences (the first ones); None: all."""
@@ -97,6 +100,7 @@ class LevelsConfig:
     PTB's test file); normalised like the corpus, characters outside its vocabulary mapped to the
     placeholder."""
     device: str = "auto"
+    """Where the LMs train: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or ``cuda:N``."""
     seed: int = 0
     data: DataConfig = field(default_factory=DataConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)

@@ -76,8 +76,11 @@ class LMTrainConfig:
     """What the model reads: ``word-types`` (each distinct training word once, as its own text) or
     ``sentences`` (training sentences, spaces as known boundaries)."""
     epochs: int = 20
+    """Epochs over the training texts, at most (``patience`` may stop it sooner)."""
     batch_size: int = 64
+    """Texts per update."""
     lr: float = 2e-3
+    """Adam learning rate of the model."""
     clip: float = 1.0
     weight_decay: float = 0.0
     patience: int = 2
@@ -85,7 +88,10 @@ class LMTrainConfig:
     max_steps: int | None = None
     """Stop after this many updates in all (None: no limit)."""
     device: str = "auto"
+    """Where the model trains: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
+    ``cuda:N``."""
     seed: int = 0
+    """Seed of the model's initialisation and of the order of its texts."""
     out: str | None = None
     """The run folder (``segrl.jobs``): checkpoint and best model; None: ``runs/lm-train`` (or
     ``-2``, ...). A run with the same config resumes from its checkpoint."""

@@ -46,8 +46,11 @@ class UnitsTrainConfig:
     """How a unit model is trained (defaults: a CPU-sized run on the bundled corpus)."""
 
     steps: int = 3000
+    """Updates in all (the schedule cools down over them)."""
     batch_size: int = 32
+    """Sentences per update."""
     lr: float = 1e-3
+    """Peak learning rate."""
     optimizer: Optimizer = "radam"
     """radam (the NVIB paper's), adam or adamw."""
     weight_decay: float = 0.0
@@ -59,6 +62,7 @@ class UnitsTrainConfig:
     deletion_prob: float = 0.1
     """Denoising: each input character is deleted with this probability, re-drawn every batch."""
     seed: int = 0
+    """Seed of the model's initialisation, the noise and the order of sentences."""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N."""
     precision: Precision = "fp32"
@@ -99,6 +103,7 @@ class UnitsConfig:
     """``segrl units train``: one unit model, trained and evaluated, logged to MLflow."""
 
     model: str = "transformer"
+    """The unit model, by its name in ``segrl.units.registry.UNIT_MODELS``."""
     out: str | None = None
     """The run folder: checkpoints and the trained model; None: ``runs/units/<run name or model>``.
     A run whose folder holds a checkpoint of the same config resumes from it."""

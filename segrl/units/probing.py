@@ -57,15 +57,18 @@ class ProbeConfig:
     targets: list[ProbeTarget] = field(default_factory=lambda: ["bpe", "morfessor"])
     """bpe (SentencePiece BPE) and/or morfessor (Morfessor Baseline), trained on the training split."""
     bpe_vocab_size: int = 5000
+    """Vocabulary of the BPE target."""
     train_sentences: int | None = 1000
     """Probe-training sentences (the first of the training split); None: all."""
     test_sentences: int | None = 500
     """Probe-test sentences (the first of the test split); None: all."""
     hidden: int = 128
     epochs: int = 20
+    """Epochs of the forward probe."""
     batch_size: int = 16
     lr: float = 1e-3
     reverse_epochs: int = 20
+    """Epochs of the reverse probe."""
     reverse_lr: float = 1e-3
     untrained: bool = True
     """Also probe an untrained model of each config (the control for the probe's own capacity)."""
