@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from segrl.cli import EXIT_USER_ERROR, main
+from segrl.cli import EXIT_USER_ERROR, build_parser, main
+from segrl.errors import ConfigError
 
 
 def run_cli(*args, cwd=None):
@@ -257,3 +258,19 @@ def test_old_flag_names_and_flag_types_still_work():
     assert config.lm.model == "segment-lstm"  # the study's model: the flag changed only a size
     args = parser.parse_args(["units", "probe", "f", "--targets", "bpe", "--no-untrained"])
     assert (args.targets, args.untrained) == (["bpe"], False)
+
+
+def test_a_flag_of_the_other_agent_is_refused_by_name():
+    from segrl.cli.train import check_agent_flags
+
+    parser = build_parser()
+    check_agent_flags(parser.parse_args(["train", "--steps", "3"]), "reinforce")
+    args = parser.parse_args(["train", "--steps", "3", "--lr", "0.1"])
+    with pytest.raises(ConfigError, match=r"^--agent ppo does not read --steps, --lr \(flags of "
+                       r"reinforce\); its own are --ppo-steps, --num-envs, "):  # fmt: skip
+        check_agent_flags(args, "ppo")
+    args = parser.parse_args(["train", "--ppo-lr", "0.1", "--clip-coef", "0.3"])
+    with pytest.raises(
+        ConfigError, match=r"^--agent reinforce does not read --ppo-lr, --clip-coef"
+    ):
+        check_agent_flags(args, "reinforce")

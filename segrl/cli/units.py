@@ -101,9 +101,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "their robustness to character noise in one figure.",
     )
     evaluate.add_argument("folders", nargs="+", metavar="FOLDER")
-    FlagTable(
-        UNITS, (Flag("--no-robustness", "eval.robustness", bool, const=False),)
-    ).add_to(evaluate)
+    FlagTable(UNITS, (Flag("--no-robustness", "eval.robustness", bool, const=False),)).add_to(
+        evaluate
+    )
     add_runtime_args(evaluate)
     add_data_args(evaluate)
     add_gold_args(evaluate)
