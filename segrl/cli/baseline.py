@@ -6,10 +6,7 @@ import argparse
 from pathlib import Path
 
 from segrl.cli.common import (
-    add_config_args,
-    add_data_args,
-    add_gold_args,
-    add_tracking_args,
+    add_job_args,
     config_from_args,
     where_to_look,
 )
@@ -42,10 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "to MLflow and print its metrics. --method all runs every one and prints the comparison.",
     )
     BASELINE_FLAGS.add_to(parser)
-    add_config_args(parser, "vocab_size=8000 --set morfessor_corpus_weight=0.5")
-    add_data_args(parser)
-    add_gold_args(parser)
-    add_tracking_args(parser)
+    add_job_args(parser, "vocab_size=8000 --set morfessor_corpus_weight=0.5")
     parser.set_defaults(func=run_baseline_command)
 
     compare = subparsers.add_parser(

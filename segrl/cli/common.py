@@ -87,6 +87,19 @@ def add_tracking_args(parser: argparse.ArgumentParser) -> None:
     TRACKING_FLAGS.add_to(parser, "tracking (store: MLFLOW_TRACKING_URI, else ./mlflow.db)")
 
 
+def add_job_args(
+    parser: argparse.ArgumentParser, example: str, gold: bool = True, tracking: bool = True
+) -> None:
+    """What a config-driven command takes besides its own flags: ``--config`` and ``--set``
+    (``example``: a ``--set`` of its own config), then the data, gold and tracking flags."""
+    add_config_args(parser, example)
+    add_data_args(parser)
+    if gold:
+        add_gold_args(parser)
+    if tracking:
+        add_tracking_args(parser)
+
+
 COMMAND_LINE = "command line"
 """Where an error says a bad value came from when a flag or ``--set`` gave it."""
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 
 from segrl.cli.common import (
-    add_config_args,
-    add_data_args,
-    add_gold_args,
-    add_tracking_args,
+    add_job_args,
     config_from_args,
     where_to_look,
 )
 from segrl.cli.flags import Flag, FlagTable
 
+LM_SET_EXAMPLE = "lm.hidden_dim=128 --set lm.lexicon_cost=1"
 LM_TRAIN = "segrl.lm.segmenter:LMTrainConfig"
 LEVELS = "segrl.lm.levels:LevelsConfig"
 TRAINING_FLAGS = (
@@ -80,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for title, table in command_flags(LM_TRAIN, LM_TRAIN_FLAGS):
         table.add_to(train, title)
     _add_threads(train)
-    _add_common_args(train, gold=True)
+    add_job_args(train, LM_SET_EXAMPLE)
     train.set_defaults(func=run_train)
 
     levels = commands.add_parser(
@@ -94,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for title, table in command_flags(LEVELS, LEVELS_FLAGS):
         table.add_to(levels, title)
     _add_threads(levels)
-    _add_common_args(levels, gold=False)
+    add_job_args(levels, LM_SET_EXAMPLE, gold=False)
     levels.set_defaults(func=run_levels_command)
 
 
@@ -102,14 +100,6 @@ def _add_threads(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads", dest="_threads", type=int, metavar="N", help="PyTorch CPU threads"
     )
-
-
-def _add_common_args(parser: argparse.ArgumentParser, gold: bool) -> None:
-    add_config_args(parser, "lm.hidden_dim=128 --set lm.lexicon_cost=1")
-    add_data_args(parser)
-    if gold:
-        add_gold_args(parser)
-    add_tracking_args(parser)
 
 
 def _threads(args: argparse.Namespace) -> None:

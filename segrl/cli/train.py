@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 
 from segrl.cli.common import (
-    add_config_args,
-    add_data_args,
-    add_gold_args,
-    add_tracking_args,
+    add_job_args,
     config_from_args,
     where_to_look,
 )
@@ -103,10 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     for title, table in TRAIN_FLAGS:
         table.add_to(parser, title)
-    add_config_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.arch.hidden_dim=256")
-    add_data_args(parser)
-    add_gold_args(parser)
-    add_tracking_args(parser)
+    add_job_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.arch.hidden_dim=256")
     parser.set_defaults(func=run_train_command)
 
 

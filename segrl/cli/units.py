@@ -29,10 +29,9 @@ from typing import Any
 
 from segrl.cli.common import (
     COMMAND_LINE,
-    add_config_args,
     add_data_args,
     add_gold_args,
-    add_tracking_args,
+    add_job_args,
     parse_set,
     where_to_look,
 )
@@ -183,12 +182,9 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> None:
 
 def add_run_args(parser: argparse.ArgumentParser) -> None:
     """The flags of a unit-model run: config file, ``--set``, training, data, gold, tracking."""
-    add_config_args(parser, "arch.dim=256 --set train.lr=3e-4")
     TRAINING_FLAGS.add_to(parser, "training")
     add_runtime_args(parser)
-    add_data_args(parser)
-    add_gold_args(parser)
-    add_tracking_args(parser)
+    add_job_args(parser, "arch.dim=256 --set train.lr=3e-4")
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
