@@ -84,8 +84,9 @@ def build_task(
         evaluator_config = config.evaluator
         if evaluator_config.name == "lm" and not can_read_teacher(config):
             lm = evaluator_config.lm  # a lexicon's teacher only for a student that reads it
-            lexicon_size = 0 if lm.lexicon_size is None else lm.lexicon_size
-            evaluator_config = replace(evaluator_config, lm=replace(lm, lexicon_size=lexicon_size))
+            size = 0 if lm.arch.lexicon_size is None else lm.arch.lexicon_size
+            arch = replace(lm.arch, lexicon_size=size)
+            evaluator_config = replace(evaluator_config, lm=replace(lm, arch=arch))
         evaluator = build_evaluator(evaluator_config, corpus, final_gold)
         episodes = corpus.train
         references = {}
