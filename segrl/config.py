@@ -72,7 +72,9 @@ class TrackingConfig:
     """Where results go in MLflow (the store itself comes from ``MLFLOW_TRACKING_URI``)."""
 
     experiment: str = "segrl"
+    """The MLflow experiment the run is logged in."""
     run_name: str | None = None
+    """The MLflow run's name; None: the job's own (the segmenter's name, ``slm``, ...)."""
     register: str | None = None
     """Also add the trained segmenter to the MLflow model registry under this name (a new version)."""
 
@@ -82,6 +84,8 @@ class BaselineConfig:
     """``segrl baseline``: train one classic segmenter, score it, log it."""
 
     method: str = "morfessor"
+    """The classic segmenter: ``morfessor``, ``bpe``, ``unigram``, ``yttm-bpe``, ``characters`` or
+    ``words`` (``segrl.baselines.registry``)."""
     vocab_size: int = 5000
     """Vocabulary size of the BPE and unigram segmenters (5000: the study's BPE vocabulary)."""
     cache_dir: str | None = None
@@ -114,6 +118,27 @@ class BaselineConfig:
 def choices(cls: type, name: str) -> tuple[str, ...]:
     """The values the ``Literal`` field ``name`` of the config class ``cls`` allows."""
     return _literal_values(typing.get_type_hints(cls)[name])
+
+
+def validate_config(cfg: Any, prefix: str = "") -> None:
+    """The one check of a config, made where a job (or a library function that takes a config
+    from its caller) starts: every ``Literal`` option of ``cfg`` and of the configs nested in it
+    (``check_choices``), then each config's own ``check(prefix)`` (ranges, options that must go
+    together), nested configs before the config that holds them. ``prefix`` is where ``cfg`` sits
+    in its job's config (``"evaluator.lm."``); every error is a ``ConfigError`` naming the dotted
+    option, what it is and what it may be."""
+    check_choices(cfg, prefix)
+    _check_tree(cfg, prefix)
+
+
+def _check_tree(cfg: Any, prefix: str) -> None:
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_tree(value, f"{prefix}{f.name}.")
+    check = getattr(cfg, "check", None)
+    if check is not None:
+        check(prefix)
 
 
 def check_choices(cfg: Any, prefix: str = "") -> None:
@@ -176,46 +201,105 @@ def build_config(
     """Defaults of ``cls``, then the TOML file at ``path``, then ``overrides`` (dotted keys).
 
     Overrides whose value is None are skipped, so unset command-line flags keep the file's value. An
-    error names the file, or ``overrides_from`` for a value that came from ``overrides``. A
-    top-level option that ``cls.OLD_NAMES`` maps to its new name (``{"segmenter": "policy"}``) is
-    read as the new one, in the file and in ``overrides``, so that old configs and run folders load.
+    error names the file, or ``overrides_from`` for a value that came from ``overrides``. An option
+    that a config class's ``OLD_NAMES`` maps to its new name (``{"segmenter": "policy"}``, or
+    ``{"hidden_dim": "arch.hidden_dim"}`` for an option that moved into a nested table) is read as
+    the new one, at any depth, in the file and in ``overrides`` (see ``current_key``), so that old
+    configs and run folders load. A nested config's defaults are those of its parent's field.
     """
-    old_names: dict[str, str] = getattr(cls, "OLD_NAMES", {})
-    values: dict[str, Any] = {}
+    flat: dict[str, Any] = {}
     if path is not None:
         values = read_toml(path)
         unset = values.pop(UNSET_KEY, [])
         if not isinstance(unset, list) or not all(isinstance(k, str) for k in unset):
             raise ConfigError(f"{path}: {UNSET_KEY} must be a list of dotted option names")
-        for key in unset:  # options saved as None (TOML has no null)
-            node = values
-            *parents, leaf = key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = None
-        for old, new in old_names.items():
-            if old in values:
-                if new in values:
-                    raise ConfigError(f"{path}: '{old}' is the old name of '{new}'; give one")
-                values[new] = values.pop(old)
+        given = _flat_items(values) + [(key, None) for key in unset]  # None: saved as None
+        renames = set()
+        for key, value in given:
+            old, new, current = _renamed(cls, key)
+            if current != key:
+                renames.add((old, new))
+            flat[current] = value
+        for old, new in sorted(renames):
+            if any(key == new or key.startswith(f"{new}.") for key, _ in given):
+                raise ConfigError(f"{path}: '{old}' is the old name of '{new}'; give one")
     overridden = set()
     for key, value in (overrides or {}).items():
         if value is None:
             continue
-        first, dot, rest = key.partition(".")
-        key = old_names.get(first, first) + dot + rest
-        overridden.add(key)
-        node = values
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        for item, item_value in _flat_items({key: value}):
+            current = current_key(cls, item)
+            overridden.add(current)
+            flat[current] = item_value
     source = str(path) if path else overrides_from
 
     def where(key: str) -> str:
         return overrides_from if key in overridden else source
 
-    return _from_dict(cls, values, where)
+    return _from_dict(cls, _unflatten(flat, where), where)
+
+
+def current_key(cls: type, key: str) -> str:
+    """The dotted option ``key`` of the config class ``cls`` under its current name: each part that
+    a config class's ``OLD_NAMES`` maps to a new name (a dotted one for an option that moved into a
+    nested table) is replaced, at every depth; unknown options are left as they are."""
+    return _renamed(cls, key)[2]
+
+
+def _renamed(cls: type, key: str) -> tuple[str, str, str]:
+    """``(old, new, current)``: the first renamed prefix of ``key`` (old and new dotted names; both
+    ``key`` where nothing is renamed) and ``key`` under its current names."""
+    parts = key.split(".")
+    done: list[str] = []
+    old = new = ""
+    while parts:
+        old_names: dict[str, str] = getattr(cls, "OLD_NAMES", {})
+        if parts[0] in old_names:
+            if not old:
+                old = ".".join([*done, parts[0]])
+                new = ".".join([*done, old_names[parts[0]]])
+            parts = [*old_names[parts[0]].split("."), *parts[1:]]
+        name, parts = parts[0], parts[1:]
+        done.append(name)
+        fields = (
+            {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+        )
+        hint = typing.get_type_hints(cls).get(name) if name in fields else None
+        if not dataclasses.is_dataclass(hint):
+            done.extend(parts)
+            break
+        cls = hint
+    current = ".".join(done)
+    return (old or key, new or key, current)
+
+
+def _flat_items(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """The leaves of nested tables as (dotted key, value); an empty table is a leaf of its own."""
+    out: list[tuple[str, Any]] = []
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            out += _flat_items(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def _unflatten(flat: dict[str, Any], where: typing.Callable[[str], str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = values
+        *parents, leaf = key.split(".")
+        for i, part in enumerate(parents):
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                table = ".".join(parents[: i + 1])
+                raise ConfigError(f"{where(table)}: {table} must be a table of options")
+        if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+            continue  # an empty table where options of it are given
+        if isinstance(node.get(leaf), dict):
+            raise ConfigError(f"{where(key)}: {key} must be a table of options")
+        node[leaf] = value
+    return values
 
 
 def read_config_keys(path: str | Path) -> set[str]:
@@ -311,8 +395,13 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def _from_dict(
-    cls: type[C], values: dict[str, Any], where: typing.Callable[[str], str], prefix: str = ""
+    cls: type[C],
+    values: dict[str, Any],
+    where: typing.Callable[[str], str],
+    prefix: str = "",
+    default: C | None = None,
 ) -> C:
+    """``default`` (else ``cls()``'s defaults) with the options in ``values`` set."""
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
@@ -328,10 +417,18 @@ def _from_dict(
                 raise ConfigError(
                     f"{where(prefix + key)}: {prefix}{key} must be a table of options"
                 )
-            kwargs[key] = _from_dict(hint, value, where, prefix=f"{prefix}{key}.")
+            nested = getattr(default, key) if default is not None else _field_default(known[key])
+            kwargs[key] = _from_dict(hint, value, where, f"{prefix}{key}.", nested)
         else:
             kwargs[key] = _coerce(value, hint, f"{where(prefix + key)}: {prefix}{key}")
-    return cls(**kwargs)
+    return dataclasses.replace(default, **kwargs) if default is not None else cls(**kwargs)
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    """The default of a nested config field (None where it has none: the class's defaults)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
 
 
 def _coerce(value: Any, hint: Any, what: str) -> Any:

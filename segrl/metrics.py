@@ -74,6 +74,9 @@ POSTERIOR_PREFIX = "posterior/"
 """Prefix of the metrics of an ``slm``'s posterior decoding, logged beside its Viterbi ones in word
 discovery (``posterior/word_f1``)."""
 GOLD_WORDS = "gold_words"
+COVERED_FRACTION = "covered_fraction"
+"""The fraction of the gold words a predictions file segments (``segrl evaluate --predictions``:
+the others are left out of its scores)."""
 F1_BY_LENGTH = "boundary_f1_by_length/"
 """Prefix of boundary F1 on the gold words of each length group (``boundary_f1_by_length/5-7``):
 where a segmenter gains and loses, by word length (drawn as a picture in every run)."""

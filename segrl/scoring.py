@@ -21,6 +21,7 @@ from segrl.metrics import (
     BOUNDARY_F1,
     BOUNDARY_PRECISION,
     BOUNDARY_RECALL,
+    COVERED_FRACTION,
     GOLD_WORDS,
     MORPH_F1,
     UNITS_PER_CHAR,
@@ -34,8 +35,6 @@ from segrl.metrics import (
 
 EVALUATED_KIND = "evaluated"
 """The ``segrl.kind`` of runs ``segrl evaluate --log`` records."""
-COVERED = "covered_fraction"
-"""The fraction of gold words a predictions file segments (the others are left out of the scores)."""
 
 
 @dataclass
@@ -120,7 +119,7 @@ def evaluate_predictions(
                 "or a lower --min-coverage"
             )
         metrics = segmentation_metrics([predicted[g.word] for g in covered], covered)
-        metrics[COVERED] = len(covered) / len(gold)
+        metrics[COVERED_FRACTION] = len(covered) / len(gold)
         out.append(
             GoldScores(gold_label(path), metrics, gold_fingerprint(gold), len(gold), len(covered))
         )
@@ -168,7 +167,9 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
         if WORD_F1 in m:
             print(f"[{name}] {r.gold}: {metrics_summary(m)} ({r.size} utterances)", flush=True)
             continue
-        covered = f", {m[COVERED]:.1%} of gold words covered" if COVERED in m else ""
+        covered = (
+            f", {m[COVERED_FRACTION]:.1%} of gold words covered" if COVERED_FRACTION in m else ""
+        )
         print(
             f"[{name}] {r.gold} ({gold_language(r.gold)}): boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "
             f"{m[BOUNDARY_RECALL]:.3f} / {m[BOUNDARY_F1]:.3f}, morph F1 {m[MORPH_F1]:.3f}, "

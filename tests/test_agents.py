@@ -17,6 +17,7 @@ from segrl.agents import (
 )
 from segrl.agents.policies import bucketed_char_states, reverse_index
 from segrl.agents.segmenter import separator_id
+from segrl.config import validate_config
 from segrl.data import GoldWord
 from segrl.envs import VectorSentenceSegmentEnv
 from segrl.errors import ConfigError, ModelError
@@ -137,9 +138,11 @@ def test_bad_policy_config_is_a_config_error():
     with pytest.raises(
         ConfigError, match="policy.kind must be one of: bilstm, transformer; got 'cnn'"
     ):
-        PolicyConfig(kind="cnn").validate()
+        validate_config(PolicyConfig(kind="cnn"), "policy.")
     with pytest.raises(ConfigError, match="multiple"):
-        PolicyConfig(kind="transformer", hidden_dim=15, transformer_heads=2).validate()
+        validate_config(
+            PolicyConfig(kind="transformer", hidden_dim=15, transformer_heads=2), "policy."
+        )
 
 
 def test_reinforce_loss_raises_rewarded_and_lowers_punished_actions():
@@ -222,23 +225,25 @@ def test_the_expected_gradient_needs_mirrored_rewards(corpus):
     from segrl.agents import TrainConfig
 
     with pytest.raises(ConfigError, match="per_action_baseline goes with"):
-        ReinforceConfig(per_action_baseline=True, per_action_gradient="expected").validate()
+        validate_config(
+            ReinforceConfig(per_action_baseline=True, per_action_gradient="expected"), "reinforce."
+        )
     with pytest.raises(ConfigError, match="reinforce.per_action_gradient"):
-        ReinforceConfig(per_action_gradient="exact").validate()
+        validate_config(ReinforceConfig(per_action_gradient="exact"), "reinforce.")
     config = TrainConfig()
     config.reinforce.per_action_gradient = "expected"
-    config.validate()  # Morfessor's +-1 rewards are mirrored
+    validate_config(config)  # Morfessor's +-1 rewards are mirrored
     for variant, mirrored in {"posterior": True, "flip": True, "resample": False}.items():
         config.evaluator.name, config.evaluator.lm.reward = "lm", variant
         assert config.evaluator.mirrored_action_rewards() is mirrored
         if not mirrored:
             with pytest.raises(ConfigError, match="here: binary rules, 'resample' lm rewards"):
-                config.validate()
+                validate_config(config)
     config.evaluator.name, config.env.rules = "gold", "full"
     with pytest.raises(ConfigError, match="needs binary rules"):
-        config.validate()
+        validate_config(config)
     config.env.reward = "sequence"  # the option is for per-action rewards only: ignored
-    config.validate()
+    validate_config(config)
     env = VectorSentenceSegmentEnv(
         4, corpus=corpus, texts=["walked"], evaluator=GoldEvaluator(GOLD), reward="per-action"
     )
@@ -251,9 +256,11 @@ def test_the_expected_gradient_needs_mirrored_rewards(corpus):
     config.evaluator.name, config.env.rules = "lm", "binary"
     config.reinforce.per_action_gradient = "forward-kl"
     with pytest.raises(ConfigError, match="'forward-kl' needs binary rules"):
-        config.validate()
+        validate_config(config)
     with pytest.raises(ConfigError, match="needs an entropy bonus above 0"):
-        ReinforceConfig(per_action_gradient="forward-kl", entropy_coef=0.0).validate()
+        validate_config(
+            ReinforceConfig(per_action_gradient="forward-kl", entropy_coef=0.0), "reinforce."
+        )
     learner = Reinforce(model, ReinforceConfig(per_action_gradient="forward-kl"), "per-action")
     _, stats, _ = learner.step(env, env.reset())
     assert stats["policy_loss"] > 0  # a cross-entropy
@@ -273,7 +280,7 @@ def test_the_per_action_gradient_defaults_to_the_forward_kl_for_the_lm_posterior
     for variant in ("flip", "resample", "incremental"):
         config.evaluator.lm.reward = variant
         assert config.per_action_gradient() == "sampled"
-        config.validate()
+        validate_config(config)
     config.evaluator.lm.reward = "posterior"
     config.reinforce.per_action_baseline = True
     assert config.per_action_gradient() == "sampled"

@@ -62,6 +62,14 @@ def test_the_agent_names_below_the_registry_are_the_registry_s():
     assert tuple(AGENTS) == AGENT_NAMES
 
 
+def test_the_evaluator_names_the_config_checks_are_the_registry_s():
+    import typing
+
+    from segrl.evaluators.registry import EVALUATORS, EvaluatorName
+
+    assert tuple(EVALUATORS) == typing.get_args(EvaluatorName)
+
+
 def test_every_classic_segmenter_is_loadable_by_its_method():
     """``Segmenter.load`` finds a saved segmenter's class among the classes entered as they are
     defined (the registry sits above the base class): every one the registry lists is there."""

@@ -7,12 +7,14 @@ import gc
 import io
 import sys
 import tempfile
+from pathlib import Path
 
 import morfessor
 import pytest
 from mlflow.tracking import MlflowClient
 
 import mlflow
+import segrl
 from segrl import load_segmenter
 from segrl.baselines import SEGMENTERS
 from segrl.cli import EXIT_USER_ERROR, main
@@ -351,6 +353,77 @@ def test_mlflow_models_serve_serves_a_segmenter(mlflow_store, small_corpus_file)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def _environment_without_segrl(folder: Path) -> Path:
+    """This environment's installed packages, segrl left out: links to each entry of its
+    site-packages but segrl's own (its metadata, an editable install's hooks)."""
+    import sysconfig
+
+    folder.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.lower().replace("__editable__", "").lstrip("_.").startswith("segrl"):
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+@pytest.mark.slow
+def test_a_logged_model_installs_segrl_from_its_own_wheel(mlflow_store, small_corpus_file):
+    """The model's requirements find segrl's wheel inside the model: pip installs them offline into
+    a fresh virtualenv that has segrl's dependencies but not segrl, as MLflow's virtualenv serving
+    and ``build-docker`` do, and the model loads and predicts there with that segrl."""
+    import json
+    import os
+    import subprocess
+    import venv
+    import zipfile
+
+    args = ["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL]
+    assert main(args) == 0
+    model = Path(mlflow.artifacts.download_artifacts(f"runs:/{_only_run_id()}/model"))
+    requirements = (model / "requirements.txt").read_text().splitlines()
+    assert requirements[-2:] == ["--find-links artifacts", f"segrl=={segrl.__version__}"]
+    wheel = f"artifacts/segrl-{segrl.__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(model / wheel) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read(f"segrl-{segrl.__version__}.dist-info/METADATA").decode()
+    assert {
+        "segrl/loading.py",
+        "segrl/pyfunc_model.py",
+        "segrl/data/bundled/ATTRIBUTION.md",
+    } <= names
+    assert not [n for n in names if "__pycache__" in n]
+    assert "Requires-Dist: torch" in metadata and 'extra == "wordfreq"' in metadata
+
+    env_dir = mlflow_store / "served-env"
+    venv.EnvBuilder().create(env_dir)  # its pip, like the rest, is this environment's
+    python = env_dir / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    others = _environment_without_segrl(mlflow_store / "dependencies")
+    (Path(site) / "dependencies.pth").write_text(f"import site; site.addsitedir({str(others)!r})\n")
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PIP_")}
+    clean["PIP_CONFIG_FILE"] = os.devnull  # nothing but the model's own files and what is here
+    install = subprocess.run(  # from another folder, as a model's Docker image installs it
+        [python, "-m", "pip", "install", "--no-index", "-r", model / "requirements.txt"],
+        cwd=env_dir, env=clean, capture_output=True, text=True,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert "Successfully installed segrl" in install.stdout
+    script = (
+        "import json, mlflow.pyfunc, segrl, sys; "
+        "model = mlflow.pyfunc.load_model(sys.argv[1]); "
+        "print(json.dumps([segrl.__file__, model.predict(['ox', 'an ox'])]))"
+    )
+    loaded = subprocess.run(
+        [python, "-c", script, str(model)], cwd=env_dir, env=clean, capture_output=True, text=True
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    where, predicted = json.loads(loaded.stdout.splitlines()[-1])
+    assert Path(where).is_relative_to(site)  # segrl from the model's wheel, not this checkout
+    assert predicted == [["o", "x"], ["a", "n", " ", "o", "x"]]
 
 
 def test_segment_stops_quietly_when_its_reader_does(mlflow_store, small_corpus_file):

@@ -1,3 +1,4 @@
+import importlib
 import os
 import shutil
 import subprocess
@@ -6,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from segrl.cli import EXIT_USER_ERROR, main
+from segrl.cli import EXIT_USER_ERROR, build_parser, main
+from segrl.errors import ConfigError
 
 
 def run_cli(*args, cwd=None):
@@ -141,7 +143,7 @@ def test_train_set_reaches_the_config_and_flags_win():
     )  # fmt: skip
     config = config_from_args(TrainConfig, args)
     assert config.reinforce.lr == 0.25
-    assert config.evaluator.lm.hidden_dim == 32
+    assert config.evaluator.lm.arch.hidden_dim == 32  # the LM's option by its old name
     assert config.reinforce.steps == 9  # the flag wins over --set
 
 
@@ -166,3 +168,109 @@ def test_every_config_driven_command_takes_set(mlflow_store, capsys, command):
     assert main([*command, "--set", f"{key}=long"]) == 2
     err = capsys.readouterr().err
     assert err == f"segrl: error: command line: {key} must be {kind}, got 'long'\n", err
+
+
+def _table_flags(parser, path=()):
+    """(command, action) of every flag of every subcommand whose help is a config option's."""
+    import argparse
+
+    from segrl.cli.flags import OptionHelp
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _table_flags(sub, (*path, name))
+        elif isinstance(action.help, OptionHelp):
+            yield " ".join(path), action
+        elif action.help is argparse.SUPPRESS and action.dest != "help" and "." in action.dest:
+            yield " ".join(path), action  # an old name of a table flag
+
+
+def test_every_table_flag_sets_a_documented_config_option_of_its_type():
+    """Each flag declared in a table names an option its command's config has, of the type the
+    row declares, and its help is that option's docstring (so they cannot diverge): a renamed
+    option, a wrong type or a missing docstring fails here, not in a user's hands."""
+    import argparse
+    import types
+    import typing
+
+    from segrl.cli import build_parser
+    from segrl.cli.flags import OptionHelp, comma_list, first_sentence, option_doc
+
+    kinds = {int: int, float: float, None: str, comma_list: list}
+    checked = set()
+    for command, action in _table_flags(build_parser()):
+        if not isinstance(action.help, OptionHelp):
+            continue
+        help = action.help
+        module, _, name = help.config.partition(":")
+        node = getattr(importlib.import_module(module), name)()
+        *parents, leaf = help.row.key.split(".")
+        for part in parents:
+            node = getattr(node, part)
+        hint = typing.get_type_hints(type(node))[leaf]
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        expected = {
+            str if typing.get_origin(o) is typing.Literal else (typing.get_origin(o) or o)
+            for o in (typing.get_args(hint) if union else (hint,))
+            if o is not type(None)
+        }
+        declared = bool if isinstance(action, argparse._StoreConstAction) else kinds[action.type]
+        assert declared in expected, (command, action.option_strings, hint)
+        doc, _default = option_doc(help.config, help.row.key)
+        assert doc, f"{command} {action.option_strings[0]}: {help.row.key} has no docstring"
+        text = help.text()
+        assert first_sentence(doc).replace("%", "%%") in text
+        checked.add(f"{command} {action.option_strings[0]}")
+    assert {"train --steps", "train --lm-context", "lm train --lexicon-cost", "baseline --method",
+            "units train --lr", "units probe --targets", "data --corpus"} <= checked  # fmt: skip
+    assert len(checked) > 100
+
+
+def test_a_table_flags_help_is_its_options_docstring_and_default(capsys):
+    from segrl.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["lm", "train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    # LMConfig.context's docstring, and lm train's default for it (LMConfig's own is lstm)
+    assert "--context KIND slm: what conditions each segment: lstm (an LSTM" in out
+    assert "speller) (default: none)" in out
+    assert "--max-steps N Stop after this many updates in all (None: no limit)" in out
+
+
+def test_old_flag_names_and_flag_types_still_work():
+    from segrl.agents import TrainConfig
+    from segrl.cli import build_parser
+    from segrl.cli.common import config_from_args
+    from segrl.lm.levels import LevelsConfig
+
+    parser = build_parser()
+    args = parser.parse_args(["train", "--segmenter", "transformer", "--hide-spaces",
+                              "--lm-context", "lstm", "--lr", "0.5", "--steps", "3"])  # fmt: skip
+    config = config_from_args(TrainConfig, args)
+    assert config.policy.kind == "transformer" and config.env.hide_spaces is True
+    assert config.evaluator.lm.arch.context == "lstm"
+    assert (config.reinforce.lr, config.reinforce.steps) == (0.5, 3)
+    args = parser.parse_args(["lm", "levels", "--levels", "bpe, words", "--hidden-dim", "32"])
+    config = config_from_args(LevelsConfig, args, lm_command=None)
+    assert config.levels == ["bpe", "words"] and config.lm.hidden_dim == 32
+    assert config.lm.model == "segment-lstm"  # the study's model: the flag changed only a size
+    args = parser.parse_args(["units", "probe", "f", "--targets", "bpe", "--no-untrained"])
+    assert (args.targets, args.untrained) == (["bpe"], False)
+
+
+def test_a_flag_of_the_other_agent_is_refused_by_name():
+    from segrl.cli.train import check_agent_flags
+
+    parser = build_parser()
+    check_agent_flags(parser.parse_args(["train", "--steps", "3"]), "reinforce")
+    args = parser.parse_args(["train", "--steps", "3", "--lr", "0.1"])
+    with pytest.raises(ConfigError, match=r"^--agent ppo does not read --steps, --lr \(flags of "
+                       r"reinforce\); its own are --ppo-steps, --num-envs, "):  # fmt: skip
+        check_agent_flags(args, "ppo")
+    args = parser.parse_args(["train", "--ppo-lr", "0.1", "--clip-coef", "0.3"])
+    with pytest.raises(
+        ConfigError, match=r"^--agent reinforce does not read --ppo-lr, --clip-coef"
+    ):
+        check_agent_flags(args, "reinforce")

@@ -198,3 +198,102 @@ def test_segrls_own_configs_are_read_by_name_from_anywhere(tmp_path, monkeypatch
         build_units_config(path="nvib_cpux")
     with pytest.raises(ConfigError, match="elsewhere/nvib_cpu.toml: config file not found"):
         build_config(BaselineConfig, "elsewhere/nvib_cpu.toml")  # a path is never a name
+
+
+def test_a_nested_table_given_in_part_keeps_its_parents_defaults(tmp_path):
+    """A table that sets some of its options keeps the defaults its parent gives the others (a
+    unit model's own training defaults, here DCSA's learning rate and optimiser), from a file and
+    from overrides alike."""
+    from segrl.units.config import build_units_config
+
+    default = build_units_config("dcsa").train
+    assert (default.lr, default.optimizer) == (1e-4, "adam")  # not UnitsTrainConfig's own
+    path = tmp_path / "c.toml"
+    path.write_text('model = "dcsa"\n[train]\nsteps = 10\n')
+    for config in (
+        build_units_config("dcsa", None, {"train.steps": 10}),
+        build_units_config(path=path),
+    ):
+        assert config.train.steps == 10
+        assert (config.train.lr, config.train.optimizer) == (1e-4, "adam")
+
+
+def test_validate_config_checks_choices_then_each_tables_own_checks():
+    """One function checks a whole config: a bad choice anywhere in the tree and a value out of
+    range in a nested table are refused with the dotted key where they sit, and the nested tables'
+    checks run before their parent's (which may rely on them)."""
+    from segrl.agents import TrainConfig
+    from segrl.config import validate_config
+    from segrl.lm.config import LMConfig
+
+    validate_config(TrainConfig())  # the defaults work
+    config = TrainConfig()
+    config.evaluator.lm.arch.context = "window"
+    with pytest.raises(
+        ConfigError,
+        match="^evaluator.lm.arch.context must be one of: lstm, words, none; got 'window'$",
+    ):
+        validate_config(config)
+    config = TrainConfig()
+    config.evaluator.lm.arch.lexicon_size = -1
+    with pytest.raises(
+        ConfigError, match="^evaluator.lm.arch.lexicon_size must be at least 0, got -1$"
+    ):
+        validate_config(config)
+    with pytest.raises(ConfigError, match="^lm.max_segment_length must be at least 1, got 0$"):
+        validate_config(LMConfig(max_segment_length=0), "lm.")
+    config = TrainConfig(agent="a2c")  # a choice of the top table, not only of nested ones
+    with pytest.raises(
+        ConfigError, match="^agent must be one of: reinforce, ppo, ppo-batched; got 'a2c'$"
+    ):
+        validate_config(config)
+
+
+def test_a_saved_train_config_with_the_lms_options_flat_loads_into_arch(tmp_path):
+    """The LM evaluator's model options sat beside its reward (``[evaluator.lm] hidden_dim``);
+    they are now its ``arch`` table. A config or run folder saved before still loads, to the same
+    config, and still resumes; ``--set evaluator.lm.hidden_dim=...`` still reaches the LM; a file
+    that gives an option by both names is refused."""
+    from segrl.agents import TrainConfig
+    from segrl.jobs import RunDir
+
+    config = build_config(
+        TrainConfig, overrides={"evaluator.name": "lm", "evaluator.lm.arch.hidden_dim": 96}
+    )
+    saved = save_config(config, tmp_path / "new.toml").read_text(encoding="utf-8")
+    assert "[evaluator.lm.arch]" in saved and "hidden_dim = 96" in saved
+    # as it was saved before: the LM's options in [evaluator.lm], None ones by their flat names
+    old_lines = []
+    for line in saved.splitlines():
+        if line == "[evaluator.lm.arch]":
+            continue
+        old_lines.append(line.replace("evaluator.lm.arch.", "evaluator.lm."))
+    old = tmp_path / "config.toml"
+    old.write_text("\n".join(old_lines) + "\n", encoding="utf-8")
+    assert (
+        "[evaluator.lm.arch]" not in old.read_text()
+        and "evaluator.lm.lexicon_cost" in old.read_text()
+    )
+    assert load_config(TrainConfig, old) == config
+    assert RunDir(tmp_path).config_differences(config) == []  # an old run folder resumes
+    assert (
+        build_config(
+            TrainConfig, overrides={"evaluator.lm.context": "lstm"}
+        ).evaluator.lm.arch.context
+        == "lstm"
+    )
+    # a nested table given in part keeps the evaluator's own LM defaults (not LMConfig's)
+    arch = build_config(TrainConfig, overrides={"evaluator.lm.hidden_dim": 32}).evaluator.lm.arch
+    assert (arch.hidden_dim, arch.context, arch.speller_dim, arch.lexicon_cost) == (
+        32,
+        "none",
+        128,
+        None,
+    )
+    both = tmp_path / "both.toml"
+    both.write_text("[evaluator.lm]\nhidden_dim = 32\n[evaluator.lm.arch]\nhidden_dim = 64\n")
+    with pytest.raises(
+        ConfigError,
+        match="'evaluator.lm.hidden_dim' is the old name of 'evaluator.lm.arch.hidden_dim'; give one",
+    ):
+        build_config(TrainConfig, both)

@@ -10,6 +10,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from segrl.cli import main
+from segrl.config import validate_config
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
@@ -109,7 +110,7 @@ def test_gates_on_normalised_slots_keep_the_penalty_s_gradient_when_slots_grow()
     model = DCSAAutoencoder(DCSAConfig(slots=6, gate_input="normalized", **SMALL), 12)
     assert model.l0drop.bias is not None
     with pytest.raises(ConfigError, match="arch.gate_input"):
-        DCSAConfig(gate_input="norm").validate()
+        validate_config(DCSAConfig(gate_input="norm"), "arch.")
 
 
 def test_targeted_sparsity_stops_closing_gates_at_the_target():

@@ -137,7 +137,9 @@ def test_morfessor_evaluator_rewards_its_own_segmentation(corpus, tmp_path):
 
 
 def test_unknown_evaluator_is_a_config_error(corpus):
-    with pytest.raises(ConfigError, match="unknown evaluator 'bogus'"):
+    with pytest.raises(
+        ConfigError, match="^evaluator.name must be one of: morfessor, gold, lm; got 'bogus'$"
+    ):
         build_evaluator(EvaluatorConfig(name="bogus"), corpus)
     with pytest.raises(ConfigError, match="alpha"):
         build_evaluator(EvaluatorConfig(name="gold", alpha=2.0), corpus)

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from segrl.agents import TrainConfig
 from segrl.agents.reinforce import train_reinforce
 from segrl.checkpoint import load_checkpoint
-from segrl.config import build_config
+from segrl.config import build_config, validate_config
 from segrl.data.vocab import CharVocab
 from segrl.envs import CharSegmentEnv
 from segrl.errors import ConfigError
@@ -22,7 +22,7 @@ from segrl.evaluators.lm import MAX_NATS, LMEvaluator
 from segrl.evaluators.registry import LMEvaluatorConfig
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import build_lm
-from segrl.lm.config import lm_config
+from segrl.lm.config import LMConfig
 
 # Every stem is followed by one of a few suffixes: split after the stem is the right segmentation.
 STEMS = ["walk", "talk", "jump", "play", "kick", "look"]
@@ -36,7 +36,7 @@ def tiny_config(**changes) -> LMEvaluatorConfig:
         objective="joint", char_dim=16, hidden_dim=32, speller_dim=32, dropout=0.0, lr=1e-2
     )
     values.update(changes)
-    return LMEvaluatorConfig(**values)
+    return build_config(LMEvaluatorConfig, overrides=values)  # the LM's options by their old names
 
 
 def right_decisions(batch):
@@ -59,7 +59,7 @@ def trained():
     torch.set_num_threads(1)
     vocab = CharVocab.from_texts(SENTENCES, "?")
     config = tiny_config()
-    evaluator = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=0)
+    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
     batch = encode_segmentation_batch(vocab, SENTENCES)
     good = batch.with_decisions(right_decisions(batch))
     evaluator.pretrain([good] * 1)
@@ -131,7 +131,7 @@ def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
     assert (np.sign(floored) == np.sign(sharp)).all()
     np.testing.assert_allclose(floored, np.clip(sharp, -bound, bound), atol=1e-9)
     with pytest.raises(ConfigError, match="posterior_floor must be between 0 and 0.5"):
-        tiny_config(posterior_floor=0.5).validate()
+        validate_config(tiny_config(posterior_floor=0.5))
     from segrl.evaluators.registry import EvaluatorConfig
 
     mirrored = {
@@ -186,7 +186,7 @@ def test_sequence_variants_follow_their_formulas(trained):
 
     # the space penalty: hidden spaces, one removed space not split costs beta per character
     config = tiny_config(max_segment_length=8, gamma=0.0, beta=2.0)
-    hidden = LMEvaluator(build_lm(lm_config(config), vocab), config)
+    hidden = LMEvaluator(build_lm(config.arch, vocab), config)
     hidden.sequence_variant = "space-penalty"
     batch = encode_segmentation_batch(vocab, ["walked talks"], hide_spaces=True)
     split_all = batch.with_decisions(batch.word_boundary_mask.astype(np.int64))
@@ -203,13 +203,13 @@ def test_evaluator_state_resumes_exactly(trained):
     _evaluator, vocab, good = trained
     config = tiny_config(batch_size=2, buffer_size=5)
     torch.manual_seed(1)
-    first = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=3)
+    first = LMEvaluator(build_lm(config.arch, vocab), config, seed=3)
     first.pretrain([good])
     first.update(good)
     saved = io.BytesIO()
     torch.save(first.state_dict(), saved)
     torch.manual_seed(2)  # another initialisation, replaced by the checkpoint
-    second = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=4)
+    second = LMEvaluator(build_lm(config.arch, vocab), config, seed=4)
     saved.seek(0)
     second.load_state_dict(torch.load(saved, weights_only=False))
     assert second.pretrained and len(second.buffer) == 5 and second.batches_seen == 1
@@ -224,11 +224,11 @@ def test_options_that_do_not_fit_are_config_errors(small_corpus_file):
         overrides={"evaluator.name": "lm", "env.reward": "sequence", "evaluator.lm.reward": "flip"},
     )
     with pytest.raises(ConfigError, match="does not go with sequence rewards"):
-        config.validate()
+        validate_config(config)
     with pytest.raises(ConfigError, match="evaluator.lm.reward must be one of: .*; got 'flipp'"):
-        LMEvaluatorConfig(reward="flipp").validate()
-    with pytest.raises(ConfigError, match="need evaluator.lm.model = 'slm'"):
-        LMEvaluatorConfig(model="segment-lstm").validate()
+        validate_config(LMEvaluatorConfig(reward="flipp"), "evaluator.lm.")
+    with pytest.raises(ConfigError, match="need evaluator.lm.arch.model = 'slm'"):
+        validate_config(LMEvaluatorConfig(arch=LMConfig(model="segment-lstm")), "evaluator.lm.")
     # CharSegment decides one position at a time: only causal rewards
     options = {"corpus": str(small_corpus_file), "reward": "per-action"}
     with pytest.raises(ConfigError, match="CharSegment supports"):
@@ -244,7 +244,7 @@ def _small_lm_evaluator(corpus_file, reward):
 
     corpus = resolve_corpus(corpus_file, None)
     config = tiny_config(reward=reward)
-    return LMEvaluator(build_lm(lm_config(config), corpus.vocab), config)
+    return LMEvaluator(build_lm(config.arch, corpus.vocab), config)
 
 
 def lm_train_config(corpus_file, tmp_path, **overrides):
@@ -326,7 +326,7 @@ def test_marginal_objective_reads_word_types_or_sentences(trained, monkeypatch):
     _evaluator, vocab, good = trained
     for texts, expected in (("word-types", sorted(set(WORDS))), ("sentences", SENTENCES)):
         config = tiny_config(objective="marginal", texts=texts, batch_size=len(SENTENCES))
-        evaluator = LMEvaluator(build_lm(lm_config(config), vocab), config)
+        evaluator = LMEvaluator(build_lm(config.arch, vocab), config)
         read: list[list[str]] = []
 
         def recording(batch_texts, read=read, step=evaluator.trainer.marginal_step):
@@ -344,7 +344,7 @@ def test_corpus_words_are_drawn_by_log_dampened_count_whatever_the_agent_samples
     _evaluator, vocab, good = trained
     counts = {"walked": 1, "talks": 1, "jumping": 2**20 - 1}  # log-dampened weights 1, 1, 20
     config = tiny_config(objective="marginal", texts="corpus-words", batch_size=8)
-    evaluator = LMEvaluator(build_lm(lm_config(config), vocab), config, seed=0, words=counts)
+    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0, words=counts)
     assert evaluator.word_probs.tolist() == pytest.approx([20 / 22, 1 / 22, 1 / 22])
     read: list[list[str]] = []
 
@@ -359,9 +359,9 @@ def test_corpus_words_are_drawn_by_log_dampened_count_whatever_the_agent_samples
     assert len(read) == 20 and set(drawn) <= set(counts) and "jumping" in read[0]
     assert all(len(texts) == len(set(texts)) <= 3 for texts in read)
     with pytest.raises(ConfigError, match="needs the corpus's word counts"):
-        LMEvaluator(build_lm(lm_config(config), vocab), config)
+        LMEvaluator(build_lm(config.arch, vocab), config)
     with pytest.raises(ConfigError, match="marginal objective only"):
-        tiny_config(objective="joint", texts="corpus-words").validate()
+        validate_config(tiny_config(objective="joint", texts="corpus-words"))
 
 
 def test_a_lexicon_lets_the_marginal_likelihood_split_off_reused_suffixes(one_thread):
@@ -380,7 +380,7 @@ def test_a_lexicon_lets_the_marginal_likelihood_split_off_reused_suffixes(one_th
             objective="marginal", context="none", length_penalty=0.0, lexicon_size=size
         )
         lexicon = substring_lexicon(WORDS, size) if size else None
-        evaluator = LMEvaluator(build_lm(lm_config(config), vocab, lexicon), config, seed=0)
+        evaluator = LMEvaluator(build_lm(config.arch, vocab, lexicon), config, seed=0)
         for _ in range(200):
             evaluator.update(batch)
         evaluator.lm.eval()
@@ -397,7 +397,7 @@ def test_the_evaluators_lexicon_comes_from_the_training_words(corpus):
     config = EvaluatorConfig(name="lm", lm=lm_options)
     with pytest.raises(ConfigError, match="context = 'none'"):
         LMEvaluator.from_config(config, corpus)
-    config.lm.context = "none"
+    config.lm.arch.context = "none"
     lm = LMEvaluator.from_config(config, corpus).lm
     assert len(lm.lexicon) == 30
     words = set(corpus.word_counts("train"))
@@ -417,7 +417,7 @@ def test_the_posterior_reward_reads_words_alone_only_with_a_lexicon(one_thread):
     ):
         torch.manual_seed(0)
         config = tiny_config(objective=objective, context="none", reward="posterior")
-        evaluator = LMEvaluator(build_lm(lm_config(config), vocab, lexicon), config)
+        evaluator = LMEvaluator(build_lm(config.arch, vocab, lexicon), config)
         assert evaluator.scores_words_alone is alone
         rewards = evaluator.action_rewards(batch)
         chars = evaluator.lm.encode(SENTENCES)

@@ -15,7 +15,7 @@ from segrl.data import load_corpus, load_gold
 from segrl.errors import ConfigError
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import LMConfig, load_lm
-from segrl.lm.levels import LevelsConfig, LevelsLMConfig, held_out_sentences, run_levels
+from segrl.lm.levels import LevelsConfig, held_out_sentences, levels_lm, run_levels
 from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter, training_texts
 from segrl.tracking.queries import segmenter_runs
 from tests.conftest import shared_path
@@ -123,7 +123,7 @@ def test_lm_train_refuses_segment_lstm(corpus, mlflow_store):
 
 def test_levels_compare_bits_per_character_on_the_same_characters(corpus, mlflow_store):
     config = LevelsConfig(
-        lm=LevelsLMConfig(**TINY),
+        lm=dataclasses.replace(levels_lm(), **TINY),
         levels=["characters", "morfessor", "words"],
         epochs=1,
         batch_size=16,
@@ -147,7 +147,7 @@ def test_levels_compare_bits_per_character_on_the_same_characters(corpus, mlflow
     )
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert {"levels.json", "levels.txt", "levels.png", "config.toml"} <= artifacts
-    with pytest.raises(ConfigError, match="unknown level"):
+    with pytest.raises(ConfigError, match="levels must be one of: .*; got .syllables."):
         run_levels(LevelsConfig(levels=["syllables"]), corpus)
 
 
@@ -160,7 +160,10 @@ def test_levels_config_keeps_the_study_model_when_flags_change_sizes():
 def test_cli_reports_bad_lm_options(mlflow_store, small_corpus_file, capsys):
     code = main(["lm", "levels", "--corpus", str(small_corpus_file), "--levels", "bytes"])
     assert code == EXIT_USER_ERROR
-    assert "unknown level(s) bytes" in capsys.readouterr().err
+    assert (
+        "command line: levels must be one of: characters, bpe, yttm-bpe, morfessor, words; got 'bytes'"
+        in capsys.readouterr().err
+    )
     code = main(["lm", "train", "--corpus", str(small_corpus_file), "--context", "window"])
     assert code == EXIT_USER_ERROR
     assert (
@@ -174,7 +177,7 @@ def test_levels_on_ptb_with_its_own_test_file(mlflow_store):
     train = shared_path("ptb", "ptb.train.txt")
     test = shared_path("ptb", "ptb.test.txt")
     config = LevelsConfig(
-        lm=LevelsLMConfig(**TINY),
+        lm=dataclasses.replace(levels_lm(), **TINY),
         levels=["characters", "words"],
         epochs=1,
         max_train_sentences=300,

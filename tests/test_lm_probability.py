@@ -17,6 +17,7 @@ import math
 import pytest
 import torch
 
+from segrl.config import validate_config
 from segrl.data.vocab import CharVocab
 from segrl.lm import LMConfig, SegmentedBatch, build_lm
 
@@ -338,16 +339,16 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     assert resolve_lm_config(replace(priced, context="lstm"), "words").length_penalty == (
         WORD_LIST_LENGTH_PENALTY
     )
-    from segrl.lm.segmenter import SegmenterLMConfig
+    from segrl.lm.segmenter import segmenter_lm
 
-    teacher = resolve_lm_config(SegmenterLMConfig(), "words")
+    teacher = resolve_lm_config(segmenter_lm(), "words")
     assert (teacher.lexicon_size, teacher.lexicon_cost, teacher.length_penalty) == (
         SLM_LEXICON_SIZE,
         LEXICON_COST,
         PRICED_LEXICON_LENGTH_PENALTY,
     )
     with pytest.raises(ConfigError, match="lexicon_size must be at least 0"):
-        LMConfig(lexicon_size=-1).validate()
+        validate_config(LMConfig(lexicon_size=-1))
 
 
 @pytest.mark.parametrize("lexicon", [None, LEXICON])
@@ -491,7 +492,7 @@ def test_the_lexicon_cost_is_added_to_the_marginal_update_and_shrinks_rare_entri
             shares[cost] = torch.softmax(lm.lexicon.out(lm.no_context), -1)[3].item()
     assert shares[5.0] < shares[0.0]
     with pytest.raises(ConfigError, match="lexicon_cost must be at least 0"):
-        LMConfig(lexicon_cost=-1.0).validate()
+        validate_config(LMConfig(lexicon_cost=-1.0))
 
 
 def _categorised_lm(max_segment_length=None, seed=0):
@@ -614,4 +615,4 @@ def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
     with pytest.raises(ConfigError, match="not available for slm with categories"):
         lm.score(batch)
     with pytest.raises(ConfigError, match="prefix-stem-suffix"):
-        LMConfig(categories="prefix-suffix").validate()
+        validate_config(LMConfig(categories="prefix-suffix"))

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.distributions import Dirichlet, kl_divergence
 
+from segrl.config import validate_config
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
@@ -309,7 +310,7 @@ def test_the_prior_pseudo_count_sets_the_prior_component_and_the_kl_target(prior
     off_target = model.loss(batch, progress=1.0)
     assert min(off_target.stats[f"kl_dirichlet/layer_{n}"].item() for n in (2, 3)) > 1e-3
     with pytest.raises(ConfigError, match="prior_alpha"):
-        NVIBConfig(prior_alpha=0.0).validate()
+        validate_config(NVIBConfig(prior_alpha=0.0), "arch.")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

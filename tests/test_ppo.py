@@ -18,7 +18,7 @@ from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.checkpoint import load_checkpoint
 from segrl.cli import EXIT_USER_ERROR, main
-from segrl.config import build_config
+from segrl.config import build_config, validate_config
 from segrl.data import GoldWord
 from segrl.envs import VectorCharSegmentEnv, VectorSentenceSegmentEnv
 from segrl.envs.masks import DELETE, MODIFY, REPEAT, text_rule_masks
@@ -364,9 +364,9 @@ def test_interrupted_ppo_runs_resume_exactly(mlflow_store, small_corpus_file, ag
 
 def test_ppo_config_errors_and_command_line(mlflow_store, small_corpus_file, capsys):
     with pytest.raises(ConfigError, match="ppo.clip_coef"):
-        build_config(TrainConfig, overrides={"ppo.clip_coef": 0.0}).validate()
+        validate_config(build_config(TrainConfig, overrides={"ppo.clip_coef": 0.0}))
     with pytest.raises(ConfigError, match="gamma"):
-        build_config(TrainConfig, overrides={"ppo.gamma": 1.5}).validate()
+        validate_config(build_config(TrainConfig, overrides={"ppo.gamma": 1.5}))
     code = main(["train", "--corpus", str(small_corpus_file), "--agent", "ppo", "--epochs", "0"])
     assert code == EXIT_USER_ERROR
     assert "at least 1" in capsys.readouterr().err

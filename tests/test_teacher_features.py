@@ -12,7 +12,7 @@ from segrl.agents import TrainConfig
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.reinforce import train_reinforce
 from segrl.agents.segmenter import TEACHER_DIR, AgentSegmenter, separator_id
-from segrl.config import build_config
+from segrl.config import build_config, validate_config
 from segrl.envs import CharSegmentEnv, SentenceSegmentEnv
 from segrl.envs.episodes import TEACHER_LIMIT
 from segrl.errors import ConfigError, ModelError
@@ -27,7 +27,8 @@ TINY_LM = dict(char_dim=16, hidden_dim=32, speller_dim=32, dropout=0.0, lr=1e-2,
 def evaluator(corpus):
     """An slm evaluator with a lexicon, trained a little on the corpus's words (marginal)."""
     torch.manual_seed(0)
-    config = EvaluatorConfig(name="lm", lm=LMEvaluatorConfig(**TINY_LM))
+    lm = build_config(LMEvaluatorConfig, overrides=TINY_LM)  # the LM's options by their old names
+    config = EvaluatorConfig(name="lm", lm=lm)
     evaluator = LMEvaluator.from_config(config, corpus)
     words = sorted(corpus.word_counts("train"))
     for _ in range(30):
@@ -77,7 +78,7 @@ def test_teacher_features_are_refused_where_nothing_reads_them(corpus, morfessor
             overrides={"agent": agent, "evaluator.name": name, "env.teacher_features": True},
         )
         with pytest.raises(ConfigError, match="env.teacher_features"):
-            config.validate()
+            validate_config(config)
 
 
 def test_a_policy_that_reads_its_teacher_starts_as_its_posterior():
@@ -172,7 +173,7 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
         if corpus == counts:
             values["gold.path"] = str(gold)
         config = build_config(TrainConfig, overrides={**values, **overrides})
-        config.validate()
+        validate_config(config)
         return build_task(config)
 
     on_words = task(counts)

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +20,16 @@ from segrl.tracking.queries import segmenter_runs
 from segrl.tracking.runs import log_metrics, log_segmenter, start_run
 from segrl.tracking.store import ensure_reachable, tracking_uri
 from segrl.tracking.tags import RUN_TAGS_VARIABLE, SEGMENTER_TAG, version_tags
-from segrl.tracking.ui import EXPERIMENT_KIND_TAG, VIEW_TAG, runs_table_url
+from segrl.tracking.ui import (
+    EXPERIMENT_KIND_TAG,
+    VIEW_NAME,
+    VIEW_TAG,
+    app_installed,
+    create_app,
+    runs_table_url,
+    runs_view,
+    view_page,
+)
 
 
 def closed_port() -> int:
@@ -124,6 +134,21 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _wait_until_up(process: subprocess.Popen, base: str) -> None:
+    """Wait for the MLflow UI that ``process`` serves at ``base`` to answer (two minutes at most)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        assert process.poll() is None, "the MLflow UI exited"
+        assert time.monotonic() < deadline, "the MLflow UI did not start in 120 s"
+        time.sleep(0.5)
+
+
 @pytest.mark.slow
 def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
     """``segrl ui`` serves the store over REST; SIGTERM stops it, its server and every worker."""
@@ -138,17 +163,7 @@ def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert process.poll() is None, "the MLflow UI exited"
-            assert time.monotonic() < deadline, "the MLflow UI did not start in 120 s"
-            time.sleep(0.5)
+        _wait_until_up(process, base)
         with urllib.request.urlopen(
             f"{base}/api/2.0/mlflow/runs/get?run_id={run.info.run_id}"
         ) as r:
@@ -178,7 +193,7 @@ def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
         process.wait(timeout=30)
 
 
-def test_the_experiment_opens_on_its_runs_with_the_standard_metrics(mlflow_store):
+def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
     with start_run({"x": 1}, "exp", "a-run"):
         log_segmenter(
             "unigram", "baseline", {"boundary_f1": 0.5, "boundary_f1_by_length/1-4": 0.25}
@@ -186,24 +201,105 @@ def test_the_experiment_opens_on_its_runs_with_the_standard_metrics(mlflow_store
     client = MlflowClient(tracking_uri())
     experiment = client.get_experiment_by_name("exp")
     assert experiment.tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
-    view = json.loads(experiment.tags[VIEW_TAG])
-    assert view["selectedColumns"][:4] == [
-        "metrics.`boundary_f1`",
+    saved = json.loads(experiment.tags[VIEW_TAG])  # a saved view: the UI's Views menu lists it
+    assert saved["name"] == VIEW_NAME and isinstance(saved["createdAt"], int)
+    view = json.loads(saved["state"])
+    assert view == runs_view()
+    assert view["selectedColumns"][:6] == [
+        "tags.`segrl.corpus`",
+        "tags.`segrl.gold`",
+        "tags.`segrl.gold_language`",
+        "metrics.`gold_words`",
+        "metrics.`covered_fraction`",
         "metrics.`boundary_precision`",
-        "metrics.`boundary_recall`",
-        "metrics.`units_per_char`",
+    ]
+    assert "metrics.`boundary_f1`" in view["selectedColumns"]
+    assert view["groupBy"]["groupByKeys"] == [
+        {"mode": "tag", "groupByData": "segrl.corpus"},
+        {"mode": "tag", "groupByData": "segrl.gold"},
     ]
     assert view["orderByKey"] == "metrics.`boundary_f1`" and view["orderByAsc"] is False
-    url = runs_table_url("http://127.0.0.1:5000", "exp")
-    assert url == (
-        f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs"
-        "?viewStateShareKey=segrl"
-    )
+    number = experiment.experiment_id
+    assert runs_table_url("http://127.0.0.1:5000", "exp") == (
+        f"http://127.0.0.1:5000/#/experiments/{number}/runs?workflowType=machine_learning"
+        "&orderByKey=metrics.%60boundary_f1%60&orderByAsc=false"
+    )  # no viewStateShareKey: MLflow shows a shared view with a banner on every visit
+    assert runs_table_url("http://h:1", "exp", app=True) == f"http://h:1/segrl/runs/{number}"
     assert runs_table_url("http://h:1", "no-such-experiment") == "http://h:1"
     run = client.search_runs([experiment.experiment_id])[0]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert "boundary_f1_by_length.png" in artifacts  # every segmenter run logs a picture
     assert run.data.tags["segrl.version"]
+    # an experiment with an older segrl's view (no name: not in the Views menu) gets this one
+    client.set_experiment_tag(number, VIEW_TAG, json.dumps({"selectedColumns": []}))
+    with start_run({"x": 1}, "exp", "another"):
+        pass
+    assert json.loads(client.get_experiment(number).tags[VIEW_TAG])["name"] == VIEW_NAME
+
+
+def test_segrl_s_mlflow_app_serves_the_page_that_opens_the_view(mlflow_store):
+    """The page segrl's MLflow app adds to MLflow's server (its Flask app, as gunicorn runs it):
+    it keeps segrl's view of the experiment's runs in the browser, then opens the runs table."""
+    app = create_app().test_client()
+    page = app.get("/segrl/runs/7")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    text = page.get_data(as_text=True)
+    settings = json.loads(text.split("const s = ", 1)[1].split(";\n", 1)[0])
+    key, table = settings["view"]
+    assert key == 'MLflowLocalStorage-1.1-ExperimentPage-["7"]-ReactComponentState'
+    assert table["selectedColumns"] == runs_view()["selectedColumns"]
+    assert table["groupBy"] == runs_view()["groupBy"] and "orderByKey" not in table
+    assert settings["next"] == (
+        "/#/experiments/7/runs?workflowType=machine_learning"
+        "&orderByKey=metrics.%60boundary_f1%60&orderByAsc=false"
+    )
+    assert settings["defaults"]["mlflow.workflowType_v1"] == "machine_learning"
+    assert app.get("/segrl/runs/7%3Cscript%3E").status_code == 404
+    assert app.get("/health").status_code == 200  # MLflow's own routes stay
+    with pytest.raises(ValueError, match="not an experiment ID"):
+        view_page("1'; alert(1)")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not app_installed(), reason="segrl's MLflow app is not installed (pip install -e . again)"
+)
+def test_segrl_ui_opens_the_view_in_a_browser(mlflow_store):
+    """``segrl ui`` links its page of segrl's MLflow app; in Chromium the runs table then shows
+    the corpus and gold columns, grouped, without a shared-view banner, on the classic pages."""
+    with start_run({"x": 1}, "segrl", "a-run"):
+        log_segmenter("unigram", "baseline", {"boundary_f1": 0.5})
+        mlflow.set_tags(
+            {"segrl.corpus": "wordfreq:en", "segrl.gold": "gold.tsv", "segrl.gold_language": "eng"}
+        )
+    port = closed_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "segrl", "ui", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        link = process.stdout.readline().split("the segrl runs: ", 1)[1].strip()
+        number = MlflowClient().get_experiment_by_name("segrl").experiment_id
+        assert link == f"{base}/segrl/runs/{number}"
+        _wait_until_up(process, base)
+        with urllib.request.urlopen(link) as r:
+            assert "MLflowLocalStorage-1.1-ExperimentPage" in r.read().decode()
+        browser = shutil.which("chromium") or shutil.which("google-chrome")
+        if browser is None:
+            pytest.skip("Chromium is not installed (apt-get install chromium)")
+        dom = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+             f"--user-data-dir={mlflow_store / 'browser'}", "--virtual-time-budget=30000", link],
+            capture_output=True, text=True, timeout=180, check=True,
+        ).stdout  # fmt: skip
+        # the table draws the columns in sight: the corpus and gold set come first
+        assert "Group: segrl.corpus: wordfreq:en, segrl.gold: gold.tsv" in dom
+        assert "viewing a shared view" not in dom
+        assert "Model registry" in dom and "Agent versions" not in dom  # not the GenAI pages
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
 
 
 def test_a_nested_run_is_another_segmenter_of_the_job(mlflow_store, monkeypatch):

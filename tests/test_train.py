@@ -135,12 +135,18 @@ def test_train_command_and_its_errors(mlflow_store, small_corpus_file, capsys):
     assert main(["compare"]) == 0
     assert "reinforce-transformer-morfessor-sequence-hidden" in capsys.readouterr().out
     for bad, message in [
-        (["--evaluator", "bogus"], "unknown evaluator 'bogus'"),
+        (
+            ["--evaluator", "bogus"],
+            "command line: evaluator.name must be one of: morfessor, gold, lm; got 'bogus'",
+        ),
         (
             ["--reward", "dense"],
             "command line: env.reward must be one of: sequence, per-action; got 'dense'",
         ),
-        (["--agent", "dqn"], "unknown agent 'dqn'"),
+        (
+            ["--agent", "dqn"],
+            "command line: agent must be one of: reinforce, ppo, ppo-batched; got 'dqn'",
+        ),
         (["--policy", "cnn"], "policy.kind must be one of: bilstm, transformer; got 'cnn'"),
         (["--segmenter", "cnn"], "policy.kind must be one of: bilstm, transformer; got 'cnn'"),
     ]:

@@ -12,7 +12,7 @@ from segrl.agents.config import TrainConfig
 from segrl.agents.task import check_word_discovery, hidden_spaces_lm_options
 from segrl.benchmark import load_suite
 from segrl.benchmark.report import format_markdown, summarise
-from segrl.config import BaselineConfig, DataConfig, GoldConfig
+from segrl.config import BaselineConfig, DataConfig, GoldConfig, validate_config
 from segrl.data import load_corpus, without_spaces
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import EvaluatorConfig
@@ -162,10 +162,10 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
 
 def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them():
     lm = EvaluatorConfig(name="lm").lm
-    assert lm.max_segment_length is None
-    assert hidden_spaces_lm_options(lm).max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
-    lm.max_segment_length = 8
-    assert hidden_spaces_lm_options(lm).max_segment_length == 8
+    assert lm.arch.max_segment_length is None
+    assert hidden_spaces_lm_options(lm).arch.max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
+    lm.arch.max_segment_length = 8
+    assert hidden_spaces_lm_options(lm).arch.max_segment_length == 8
     config = TrainConfig(evaluator=EvaluatorConfig(name="lm"), data=bundled_utterances())
     config.data.corpus = "segmented:bundled"
     with pytest.raises(ConfigError, match="add --hide-spaces"):
@@ -288,11 +288,11 @@ def test_segment_evaluate_and_compare_on_cased_utterances(mlflow_store, tmp_path
 def test_with_hidden_spaces_the_lm_evaluator_never_learns_the_corpus_words():
     config = TrainConfig(evaluator=EvaluatorConfig(name="lm"))
     config.env.hide_spaces = True
-    config.validate()  # the defaults: the sampled sentences, no lexicon
+    validate_config(config)  # the defaults: the sampled sentences, no lexicon
     config.evaluator.lm.texts = "corpus-words"
     with pytest.raises(ConfigError, match="corpus-words' with hidden spaces"):
-        config.validate()
+        validate_config(config)
     config.evaluator.lm.texts = "word-types"
-    config.evaluator.lm.lexicon_size = 1000
+    config.evaluator.lm.arch.lexicon_size = 1000
     with pytest.raises(ConfigError, match="lexicon_size = 1000 with hidden spaces"):
-        config.validate()
+        validate_config(config)

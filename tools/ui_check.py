@@ -1,10 +1,12 @@
 """``make ui-check``: the MLflow UI as a person sees it, in a real (headless) browser.
 
-Logs three classic segmenters to a fresh store, serves it with ``segrl ui``, and takes screenshots
-with headless Chromium (Debian's ``chromium`` package): the runs table of the ``segrl`` experiment
-as ``segrl ui`` links it (boundary F1, precision, recall, units per character as columns, best
-first), the comparison of the three runs, and one run's boundary-F1-by-length picture. Prints where
-the screenshots are.
+The store is yours where ``MLFLOW_TRACKING_URI`` is set; otherwise a fresh sample store with runs
+on two corpora: three classic segmenters on the bundled corpus, Morfessor on ``wordfreq:en``, and a
+short agent run. It serves the store with ``segrl ui`` (a tracking server is shot as it is) and
+takes screenshots with headless Chromium (Debian's ``chromium`` package), in one new browser
+profile: the runs table of the experiment as ``segrl ui`` links it, the comparison of the three
+best runs on the corpus and gold set with the most runs, and the best run's page and its
+boundary-F1-by-length picture (its Artifacts tab). Prints where they are.
 
     python tools/ui_check.py --out docs/img
 """
@@ -25,14 +27,19 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-METHODS = ("characters", "words", "morfessor")
+from segrl.tracking.store import DEFAULT_EXPERIMENT, absolute_tracking_uri
+from segrl.tracking.tags import CORPUS_TAG, GOLD_TAG
+from segrl.tracking.ui import runs_table_url
+
+PICTURE = "boundary_f1_by_length.png"
 WINDOW = "1600,900"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="ui-check", help="folder for the screenshots")
-    parser.add_argument("--max-sentences", default="600", help="corpus size of the three runs")
+    parser.add_argument("--max-sentences", default="600", help="corpus size of the sample runs")
+    parser.add_argument("--experiment", default=DEFAULT_EXPERIMENT, help="the experiment shot")
     args = parser.parse_args()
     browser = next(
         (
@@ -47,49 +54,102 @@ def main() -> int:
         return 2
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    users = absolute_tracking_uri() if os.environ.get("MLFLOW_TRACKING_URI", "").strip() else ""
     with tempfile.TemporaryDirectory(prefix="segrl-ui-check-") as tmp:
-        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db"}
-        segrl = [sys.executable, "-m", "segrl"]
-        for method in METHODS:
-            subprocess.run(
-                [*segrl, "baseline", "--method", method, "--max-sentences", args.max_sentences],
-                cwd=tmp, env=env, check=True, stdout=subprocess.DEVNULL,
+        env = {**os.environ, "MLFLOW_TRACKING_URI": users or f"sqlite:///{tmp}/mlflow.db"}
+        if users:
+            print(f"ui-check: your store {users}, experiment '{args.experiment}'")
+        else:
+            _log_sample_runs(tmp, env, args.max_sentences, args.experiment)
+        uri = env["MLFLOW_TRACKING_URI"]
+        ui = None
+        if uri.startswith(("http://", "https://")):
+            base = uri.rstrip("/")
+            runs_url = runs_table_url(base, args.experiment, uri)
+        else:
+            port = _free_port()
+            ui = subprocess.Popen(
+                [sys.executable, "-m", "segrl", "ui", "--port", str(port)],
+                cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                start_new_session=True,
             )  # fmt: skip
-        port = _free_port()
-        ui = subprocess.Popen(
-            [*segrl, "ui", "--port", str(port)],
-            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            runs_url = _runs_url(ui)
             base = f"http://127.0.0.1:{port}"
+            runs_url = _runs_url(ui)
+        try:
             _wait_for(f"{base}/health")
-            experiment_id, run_ids = _runs(env["MLFLOW_TRACKING_URI"])
-            compare = "#/compare-runs?" + urllib.parse.urlencode(
-                {"runs": json.dumps(run_ids), "experiments": json.dumps([experiment_id])}
-            )
-            best = run_ids[0]
-            picture = (
-                f"#/experiments/{experiment_id}/runs/{best}/artifacts/boundary_f1_by_length.png"
-            )
-            shots = {
-                "runs-table.png": runs_url,
-                "compare-three-runs.png": f"{base}/{compare}",
-                "run-picture.png": f"{base}/{picture}",
-            }
+            shots = {"runs-table.png": runs_url, **_run_pages(base, uri, args.experiment)}
+            profile = Path(tmp) / "browser"  # one person: the runs table is opened first
             for name, url in shots.items():
                 subprocess.run(
                     [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                     f"--window-size={WINDOW}", "--virtual-time-budget=20000",
-                     f"--screenshot={out / name}", url],
+                     f"--user-data-dir={profile}", f"--window-size={WINDOW}",
+                     "--virtual-time-budget=20000", f"--screenshot={out / name}", url],
                     check=True, capture_output=True, timeout=180,
                 )  # fmt: skip
                 print(f"{out / name}: {url}")
         finally:
-            ui.send_signal(signal.SIGTERM)
-            ui.wait(timeout=60)
+            if ui is not None:
+                ui.send_signal(signal.SIGTERM)
+                ui.wait(timeout=60)
     return 0
+
+
+def _log_sample_runs(folder: str, env: dict[str, str], max_sentences: str, experiment: str) -> None:
+    """Runs on two corpora: classic segmenters on the bundled one and on ``wordfreq:en``, and a
+    few updates of an agent (its picture and metrics, not a result)."""
+    segrl = [sys.executable, "-m", "segrl"]
+    common = ["--experiment", experiment]
+    commands = [
+        *(
+            ["baseline", "--method", method, "--max-sentences", max_sentences]
+            for method in ("characters", "words", "morfessor")
+        ),
+        ["baseline", "--method", "morfessor", "--corpus", "wordfreq:en", "--max-words", "3000"],
+        ["train", "--steps", "5", "--eval-every", "5", "--threads", "1",
+         "--max-sentences", max_sentences],
+    ]  # fmt: skip
+    for command in commands:
+        print(f"ui-check: segrl {' '.join(command)}", flush=True)
+        subprocess.run(
+            [*segrl, *command, *common], cwd=folder, env=env, check=True, stdout=subprocess.DEVNULL
+        )
+
+
+def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
+    """The comparison of the three best runs on the best one's corpus and gold set, the best run's
+    page and its picture."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        raise SystemExit(f"ui-check: no experiment '{experiment}' in {uri}")
+    runs = client.search_runs(
+        [found.experiment_id], order_by=["metrics.boundary_f1 DESC"], max_results=20
+    )
+    runs = [r for r in runs if "boundary_f1" in r.data.metrics]
+    if not runs:
+        raise SystemExit(f"ui-check: no run of '{experiment}' has a boundary_f1")
+    ids = [r.info.run_id for r in runs]
+    groups: dict[tuple, list[str]] = {}  # the runs on each corpus and gold set, best first
+    for r in runs:
+        groups.setdefault((r.data.tags.get(CORPUS_TAG), r.data.tags.get(GOLD_TAG)), []).append(
+            r.info.run_id
+        )
+    largest = max(groups.values(), key=len)
+    compare = "#/compare-runs?" + urllib.parse.urlencode(
+        {"runs": json.dumps(largest[:3]), "experiments": json.dumps([found.experiment_id])}
+    )
+    best = next(
+        (i for i in ids if PICTURE in {a.path for a in client.list_artifacts(i)}),
+        ids[0],
+    )
+    run = f"#/experiments/{found.experiment_id}/runs/{best}"
+    return {
+        "compare-three-runs.png": f"{base}/{compare}",
+        "run-page.png": f"{base}/{run}",
+        "run-picture.png": f"{base}/{run}/artifacts/{PICTURE}",
+    }
 
 
 def _runs_url(ui: subprocess.Popen) -> str:
@@ -98,22 +158,11 @@ def _runs_url(ui: subprocess.Popen) -> str:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         line = ui.stdout.readline()
-        if "#/experiments/" in line:
-            return next(word for word in line.split() if "#/experiments/" in word)
+        if "the segrl runs: " in line:
+            return line.split("the segrl runs: ", 1)[1].split()[0]
         if not line and ui.poll() is not None:
             break
     raise SystemExit("ui-check: segrl ui printed no link to the runs table")
-
-
-def _runs(uri: str) -> tuple[str, list[str]]:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("segrl")
-    runs = client.search_runs(
-        [experiment.experiment_id], order_by=["metrics.boundary_f1 DESC"], max_results=3
-    )
-    return experiment.experiment_id, [r.info.run_id for r in runs]
 
 
 def _wait_for(url: str, seconds: float = 120) -> None:

@@ -3,16 +3,18 @@ and how the run is logged and checkpointed. Every field has a default that works
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from segrl.agents.policies import PolicyConfig
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices, check_threads
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_threads
 from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
-from segrl.evaluators.registry import EvaluatorConfig
+from segrl.evaluators.registry import LM_PER_ACTION_REWARDS, LM_SEQUENCE_REWARDS, EvaluatorConfig
 
-AGENT_NAMES = ("reinforce", "ppo", "ppo-batched")
+AgentName = Literal["reinforce", "ppo", "ppo-batched"]
+AGENT_NAMES: tuple[str, ...] = typing.get_args(AgentName)
 """The training algorithms ``segrl train --agent`` knows; ``segrl.agents.registry.AGENTS`` maps each
 to its job (the registry imports the jobs, which import this config, so the names live here)."""
 PerActionGradient = Literal["sampled", "expected", "forward-kl"]
@@ -29,6 +31,7 @@ class ReinforceConfig:
     steps: int = 2000
     """Updates (each on ``batch_size`` sentences)."""
     batch_size: int = 64
+    """Sentences per update."""
     lr: float = 3e-3
     """Adam learning rate of the policy."""
     baseline_lr: float = 1e-3
@@ -70,23 +73,22 @@ class ReinforceConfig:
             return self.entropy_coef
         return DEFAULT_ENTROPY[reward_mode]
 
-    def validate(self) -> None:
-        check_choices(self, "reinforce.")
+    def check(self, prefix: str) -> None:
         if self.steps < 1 or self.batch_size < 1:
-            raise ConfigError("reinforce.steps and reinforce.batch_size must be at least 1")
+            raise ConfigError(f"{prefix}steps and {prefix}batch_size must be at least 1")
         if self.lr <= 0 or self.baseline_lr <= 0:
-            raise ConfigError("reinforce.lr and reinforce.baseline_lr must be positive")
+            raise ConfigError(f"{prefix}lr and {prefix}baseline_lr must be positive")
         if (self.entropy_coef is not None and self.entropy_coef < 0) or self.max_grad_norm <= 0:
-            raise ConfigError("reinforce.entropy_coef must be >= 0 and max_grad_norm > 0")
+            raise ConfigError(f"{prefix}entropy_coef must be >= 0 and max_grad_norm > 0")
         if self.per_action_baseline and self.per_action_gradient not in (None, "sampled"):
             raise ConfigError(
-                "reinforce.per_action_baseline goes with per_action_gradient = 'sampled' only (the "
+                f"{prefix}per_action_baseline goes with per_action_gradient = 'sampled' only (the "
                 "expectation over both actions and the forward KL need no baseline)"
             )
         if self.per_action_gradient == "forward-kl" and self.entropy_coef == 0:
             raise ConfigError(
-                "reinforce.per_action_gradient = 'forward-kl' needs an entropy bonus above 0 (its "
-                "target is sigmoid(2 r / reinforce.entropy_coef))"
+                f"{prefix}per_action_gradient = 'forward-kl' needs an entropy bonus above 0 (its "
+                f"target is sigmoid(2 r / {prefix}entropy_coef))"
             )
 
 
@@ -106,6 +108,7 @@ class PPOConfig:
     """SB3 only: steps of every episode slot per rollout (a rollout holds ``num_envs * n_steps``
     decisions)."""
     epochs: int = 4
+    """Passes over each rollout."""
     minibatches: int = 4
     """Minibatches per epoch (of decisions for SB3, of sentences for the batched PPO)."""
     lr: float = 1e-3
@@ -145,26 +148,28 @@ class PPOConfig:
             return self.gamma
         return 0.0 if reward_mode == "per-action" else 1.0
 
-    def validate(self) -> None:
+    def check(self, prefix: str) -> None:
         if min(self.steps, self.num_envs, self.n_steps, self.epochs, self.minibatches) < 1:
             raise ConfigError(
-                "ppo.steps, num_envs, n_steps, epochs and minibatches must be at least 1"
+                f"{prefix}steps, num_envs, n_steps, epochs and minibatches must be at least 1"
             )
         if self.lr <= 0 or self.clip_coef <= 0 or self.max_grad_norm <= 0:
-            raise ConfigError("ppo.lr, ppo.clip_coef and ppo.max_grad_norm must be positive")
+            raise ConfigError(
+                f"{prefix}lr, {prefix}clip_coef and {prefix}max_grad_norm must be positive"
+            )
         if (self.ent_coef is not None and self.ent_coef < 0) or self.vf_coef < 0:
-            raise ConfigError("ppo.ent_coef and ppo.vf_coef must be >= 0")
+            raise ConfigError(f"{prefix}ent_coef and {prefix}vf_coef must be >= 0")
         if (self.gamma is not None and not 0.0 <= self.gamma <= 1.0) or not (
             0.0 <= self.gae_lambda <= 1.0
         ):
-            raise ConfigError("ppo.gamma and ppo.gae_lambda must be in [0, 1]")
+            raise ConfigError(f"{prefix}gamma and {prefix}gae_lambda must be in [0, 1]")
 
 
 @dataclass
 class TrainConfig:
     """``segrl train``: train an agent to segment, rewarded by an evaluator; log it to MLflow."""
 
-    agent: str = "reinforce"
+    agent: AgentName = "reinforce"
     """The training algorithm (``reinforce``, ``ppo``, ``ppo-batched``)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """The policy's architecture (``[segmenter]`` in configs saved before it was named so)."""
@@ -182,6 +187,8 @@ class TrainConfig:
     seed: int = 0
     """Seed of the policy's initialisation, sampling, and sentence order."""
     device: str = "auto"
+    """Where the policy and the LM run: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
+    ``cuda:N``."""
     threads: int | None = None
     """PyTorch CPU threads (None: PyTorch's default)."""
     gold_heldout_fraction: float = 0.1
@@ -191,6 +198,7 @@ class TrainConfig:
     eval_gold_words: int = 2000
     """Gold words in the periodic evaluation (the final one uses the whole gold set)."""
     checkpoint_every: int = 50
+    """Steps between checkpoints of the run folder (a resumed run starts from the last one)."""
     log_every: int = 10
     max_minutes: float | None = None
     """Stop training after this many minutes (checkpointed and evaluated as at the last step)."""
@@ -199,19 +207,18 @@ class TrainConfig:
     """Options under their old names, read as the new ones (``build_config``): config files and run
     folders saved before the policy's table was named ``policy`` still load."""
 
-    def validate(self) -> None:
-        if self.agent not in AGENT_NAMES:
+    def check(self, prefix: str) -> None:
+        """Options of different tables that must go together, and ranges
+        (``segrl.config.validate_config`` checks the choices and the tables first)."""
+        lm = self.evaluator.lm
+        rewards = LM_SEQUENCE_REWARDS if self.env.reward == "sequence" else LM_PER_ACTION_REWARDS
+        if self.evaluator.name == "lm" and lm.reward is not None and lm.reward not in rewards:
             raise ConfigError(
-                f"unknown agent {self.agent!r}; choose one of: {', '.join(AGENT_NAMES)}"
+                f"the LM reward {lm.reward!r} does not go with {self.env.reward} rewards; choose "
+                f"one of: {', '.join(rewards)}"
             )
-        self.policy.validate()
-        self.env.validate()
-        self.ppo.validate()
-        self.reinforce.validate()
-        if self.evaluator.name == "lm":
-            self.evaluator.lm.validate(self.env.reward)
-            if self.env.hide_spaces:
-                self._check_hidden_spaces_lm()
+        if self.evaluator.name == "lm" and self.env.hide_spaces:
+            self._check_hidden_spaces_lm()
         if self.env.teacher_features and (self.agent != "reinforce" or self.evaluator.name != "lm"):
             raise ConfigError(
                 "env.teacher_features: the reinforce agent's policy reads the lm evaluator's "
@@ -219,11 +226,13 @@ class TrainConfig:
             )
         self._check_per_action_gradient()
         if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
-            raise ConfigError("eval_every, checkpoint_every and log_every must be at least 1")
+            raise ConfigError(
+                f"{prefix}eval_every, checkpoint_every and log_every must be at least 1"
+            )
         if not 0.0 < self.gold_heldout_fraction < 1.0:
-            raise ConfigError("gold_heldout_fraction must be between 0 and 1")
+            raise ConfigError(f"{prefix}gold_heldout_fraction must be between 0 and 1")
         if self.max_minutes is not None and self.max_minutes <= 0:
-            raise ConfigError("max_minutes must be positive")
+            raise ConfigError(f"{prefix}max_minutes must be positive")
         check_threads(self.threads)
 
     def _check_hidden_spaces_lm(self) -> None:
@@ -236,9 +245,9 @@ class TrainConfig:
                 "corpus's words, whose edges are the word boundaries to discover; use 'word-types' "
                 "or 'sentences' (with hidden spaces both read the sampled sentences whole)"
             )
-        if lm.lexicon_size:
+        if lm.arch.lexicon_size:
             raise ConfigError(
-                f"evaluator.lm.lexicon_size = {lm.lexicon_size} with hidden spaces: the lexicon is "
+                f"evaluator.lm.arch.lexicon_size = {lm.arch.lexicon_size} with hidden spaces: the lexicon is "
                 "drawn from the corpus's words, whose edges are the word boundaries to discover; "
                 "leave it out (0)"
             )

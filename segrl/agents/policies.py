@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from segrl.config import check_choices
+from segrl.config import validate_config
 from segrl.errors import ConfigError
 
 PolicyKind = Literal["bilstm", "transformer"]
@@ -55,17 +55,17 @@ class PolicyConfig:
     batch once, its dropout shared by its occurrences); ``text``: the whole text is the context of
     every decision."""
 
-    def validate(self) -> None:
-        check_choices(self, "policy.")
+    def check(self, prefix: str) -> None:
+        """Sizes (``segrl.config.validate_config`` checks the choices and calls this)."""
         if self.hidden_dim % self.transformer_heads:
             raise ConfigError(
-                f"policy.hidden_dim ({self.hidden_dim}) must be a multiple of "
-                f"policy.transformer_heads ({self.transformer_heads})"
+                f"{prefix}hidden_dim ({self.hidden_dim}) must be a multiple of "
+                f"{prefix}transformer_heads ({self.transformer_heads})"
             )
         if min(self.embedding_dim, self.hidden_dim, self.layers, self.transformer_layers) < 1:
-            raise ConfigError("policy sizes and layer counts must be at least 1")
+            raise ConfigError(f"{prefix.rstrip('.')} sizes and layer counts must be at least 1")
         if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"policy.dropout must be in [0, 1), got {self.dropout}")
+            raise ConfigError(f"{prefix}dropout must be in [0, 1), got {self.dropout}")
 
 
 @dataclass
@@ -240,7 +240,7 @@ class SegmenterPolicy(nn.Module):
     ):
         super().__init__()
         config = config or PolicyConfig()
-        config.validate()
+        validate_config(config, "policy.")
         if reads_teacher and n_actions != 2:
             raise ConfigError("a policy that reads its teacher takes split/no-split actions only")
         self.config = config

@@ -102,8 +102,9 @@ def build_task(
             )
         if evaluator_config.name == "lm" and not can_read_teacher(config):
             lm = evaluator_config.lm  # a lexicon's teacher only for a student that reads it
-            lexicon_size = 0 if lm.lexicon_size is None else lm.lexicon_size
-            evaluator_config = replace(evaluator_config, lm=replace(lm, lexicon_size=lexicon_size))
+            size = 0 if lm.arch.lexicon_size is None else lm.arch.lexicon_size
+            arch = replace(lm.arch, lexicon_size=size)
+            evaluator_config = replace(evaluator_config, lm=replace(lm, arch=arch))
         evaluator = build_evaluator(evaluator_config, corpus, final_gold)
         episodes = corpus.train
         references = {}
@@ -155,9 +156,9 @@ def check_word_discovery(config: TrainConfig) -> None:
 def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
     """The LM evaluator's options with spaces hidden: ``WORD_MAX_SEGMENT_LENGTH`` unless a maximum
     segment length is given (its dynamic programs would otherwise span whole sentences)."""
-    if lm.max_segment_length is not None:
+    if lm.arch.max_segment_length is not None:
         return lm
-    return replace(lm, max_segment_length=WORD_MAX_SEGMENT_LENGTH)
+    return replace(lm, arch=replace(lm.arch, max_segment_length=WORD_MAX_SEGMENT_LENGTH))
 
 
 def can_read_teacher(config: TrainConfig) -> bool:

@@ -39,6 +39,7 @@ from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
+from segrl.config import validate_config
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.jobs import RUNS_ROOT, Job, RunDir
@@ -155,7 +156,7 @@ def prepare_job(
 ) -> tuple[torch.device, TrainingTask, RunDir]:
     """What every agent's job does before it builds its model: check the config and the tracking
     store, read and check the inputs, open the run folder, set the threads, seed everything."""
-    config.validate()
+    validate_config(config)
     ensure_reachable()
     device = resolve_device(config.device)
     task = build_task(config, corpus, gold)

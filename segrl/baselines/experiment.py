@@ -11,7 +11,7 @@ from segrl.baselines.base import Segmenter
 from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.registry import segmenter_class
 from segrl.baselines.sentencepiece import SentencePieceSegmenter
-from segrl.config import BaselineConfig, check_choices
+from segrl.config import BaselineConfig, validate_config
 from segrl.data import (
     Corpus,
     GoldWord,
@@ -35,7 +35,7 @@ N_SAMPLES = 25
 
 def make_segmenter(config: BaselineConfig) -> Segmenter:
     """The untrained segmenter that ``config.method`` names, with the options that apply to it."""
-    check_choices(config)
+    validate_config(config)
     cls = segmenter_class(config.method)
     if issubclass(cls, MorfessorSegmenter):
         seed = config.data.seed if config.seed is None else config.seed

@@ -6,15 +6,28 @@ import argparse
 from pathlib import Path
 
 from segrl.cli.common import (
-    add_config_args,
-    add_data_args,
-    add_gold_args,
-    add_tracking_args,
+    add_job_args,
     config_from_args,
     where_to_look,
 )
+from segrl.cli.flags import Flag, FlagTable
 
 ALL = "all"
+BASELINE_FLAGS = FlagTable(
+    "segrl.config:BaselineConfig",
+    (
+        Flag("--method", "method", str, "NAME", "or all: every one, and the comparison"),
+        Flag("--vocab-size", "vocab_size", int, "N"),
+        Flag("--morfessor-dampening", "morfessor_dampening", str, "{ones,log,none}"),
+        Flag("--corpus-weight", "morfessor_corpus_weight", float, "ALPHA"),
+        Flag("--morfessor-annotations", "morfessor_annotations", str, "FILE"),
+        Flag("--annotation-weight", "morfessor_annotation_weight", float, "W"),
+        Flag("--character-coverage", "character_coverage", float, "F"),
+        Flag("--out", "out", str, "DIR"),
+        Flag("--train-seed", "seed", int, "N"),
+    ),
+)
+"""``segrl baseline``'s own flags, options of ``BaselineConfig``."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,71 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "BPE, characters, words) on the corpus, score it against the gold segmentation, log it "
         "to MLflow and print its metrics. --method all runs every one and prints the comparison.",
     )
-    parser.add_argument(
-        "--method",
-        dest="method",
-        metavar="NAME",
-        help="morfessor, bpe, unigram, yttm-bpe, characters, words, or all (default: morfessor)",
-    )
-    parser.add_argument(
-        "--vocab-size",
-        dest="vocab_size",
-        type=int,
-        metavar="N",
-        help="vocabulary of bpe/unigram/yttm-bpe (default 5000)",
-    )
-    parser.add_argument(
-        "--morfessor-dampening",
-        dest="morfessor_dampening",
-        choices=("ones", "log", "none"),
-        help="how Morfessor weights word counts: ones (types; default), log, none (tokens)",
-    )
-    parser.add_argument(
-        "--corpus-weight",
-        dest="morfessor_corpus_weight",
-        type=float,
-        metavar="ALPHA",
-        help="Morfessor's corpus weight: above 1 gives fewer, longer morphs; below 1 more, "
-        "shorter ones (default 1)",
-    )
-    parser.add_argument(
-        "--morfessor-annotations",
-        dest="morfessor_annotations",
-        metavar="FILE",
-        help="semi-supervised Morfessor: annotated words, 'word morph morph, morph morph' lines "
-        "(Morfessor's annotation file, as morfessor -A)",
-    )
-    parser.add_argument(
-        "--annotation-weight",
-        dest="morfessor_annotation_weight",
-        type=float,
-        metavar="W",
-        help="the annotated words' corpus weight (morfessor -W; default: Morfessor balances them)",
-    )
-    parser.add_argument(
-        "--character-coverage",
-        dest="character_coverage",
-        type=float,
-        metavar="F",
-        help="SentencePiece's character_coverage for bpe/unigram (default 1: every character)",
-    )
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        help="also save the segmenter in DIR, with its tool's own model file (sentencepiece.model, "
-        "Morfessor's morfessor.segmentations.txt); with --method all, DIR/METHOD",
-    )
-    parser.add_argument(
-        "--train-seed",
-        dest="seed",
-        type=int,
-        metavar="N",
-        help="seed of training (Morfessor's order; default: the split seed)",
-    )
-    add_config_args(parser, "vocab_size=8000 --set morfessor_corpus_weight=0.5")
-    add_data_args(parser)
-    add_gold_args(parser)
-    add_tracking_args(parser)
+    BASELINE_FLAGS.add_to(parser)
+    add_job_args(parser, "vocab_size=8000 --set morfessor_corpus_weight=0.5")
     parser.set_defaults(func=run_baseline_command)
 
     compare = subparsers.add_parser(

@@ -6,6 +6,7 @@ import argparse
 import tomllib
 from typing import Any, TypeVar
 
+from segrl.cli.flags import Flag, FlagTable
 from segrl.config import build_config
 from segrl.errors import ConfigError
 
@@ -44,97 +45,59 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+DATA_FLAGS = FlagTable(
+    "segrl.config:DataConfig",
+    (
+        Flag("--corpus", "corpus", str, "PATH"),
+        Flag("--corpus-format", "corpus_format", str, "{auto,text,counts,words}"),
+        Flag("--max-words", "max_words", int, "N"),
+        Flag("--min-char-count", "min_char_count", int, "N"),
+        Flag("--dampening", "dampening", str, "{none,log,ones}"),
+        Flag("--max-len", "max_len", int, "N"),
+        Flag("--max-sentences", "max_sentences", int, "N"),
+        Flag("--seed", "seed", int, "N"),
+    ),
+    prefix="data.",
+)
+GOLD_FLAGS = FlagTable(
+    "segrl.config:GoldConfig",
+    (Flag("--gold", "path", str, "PATH"), Flag("--gold-max-words", "max_words", int, "N")),
+    prefix="gold.",
+)
+TRACKING_FLAGS = FlagTable(
+    "segrl.config:TrackingConfig",
+    (
+        Flag("--experiment", "experiment", str, "NAME"),
+        Flag("--run-name", "run_name", str, "NAME"),
+        Flag("--register", "register", str, "NAME"),
+    ),
+    prefix="tracking.",
+)
+
+
 def add_data_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("data")
-    group.add_argument(
-        "--corpus",
-        dest="data.corpus",
-        metavar="PATH",
-        help="UTF-8 text file or folder, word-count list, or wordfreq:LANG (default: the bundled "
-        "WikiText-2 slice)",
-    )
-    group.add_argument(
-        "--corpus-format",
-        dest="data.corpus_format",
-        choices=("auto", "text", "counts", "words"),
-        help="text, counts ('count word' or 'word<TAB>count' lines), words (one per line), or auto "
-        "(default: told apart by the first lines)",
-    )
-    group.add_argument(
-        "--max-words",
-        dest="data.max_words",
-        type=int,
-        metavar="N",
-        help="word lists: keep the N most frequent words (wordfreq:LANG default 60000)",
-    )
-    group.add_argument(
-        "--min-char-count",
-        dest="data.min_char_count",
-        type=int,
-        metavar="N",
-        help="map characters seen fewer than N times to a placeholder (default 25)",
-    )
-    group.add_argument(
-        "--dampening",
-        dest="data.dampening",
-        choices=("none", "log", "ones"),
-        help="word lists: how counts weight the words episodes and the LM draw (default log)",
-    )
-    group.add_argument(
-        "--max-len",
-        dest="data.max_len",
-        type=int,
-        metavar="N",
-        help="leave out sentences longer than N characters (default 128)",
-    )
-    group.add_argument(
-        "--max-sentences",
-        dest="data.max_sentences",
-        type=int,
-        metavar="N",
-        help="use only the first N sentences",
-    )
-    group.add_argument(
-        "--seed",
-        dest="data.seed",
-        type=int,
-        metavar="N",
-        help="seed of the train/valid/test split (default 0)",
-    )
+    DATA_FLAGS.add_to(parser, "data")
 
 
 def add_gold_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("gold segmentation")
-    group.add_argument(
-        "--gold",
-        dest="gold.path",
-        metavar="PATH",
-        help="Morpho Challenge or SIGMORPHON 2022 file (default: the bundled English set)",
-    )
-    group.add_argument(
-        "--gold-max-words",
-        dest="gold.max_words",
-        type=int,
-        metavar="N",
-        help="score on a fixed sample of N gold words",
-    )
+    GOLD_FLAGS.add_to(parser, "gold segmentation")
 
 
 def add_tracking_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("tracking (store: MLFLOW_TRACKING_URI, else ./mlflow.db)")
-    group.add_argument(
-        "--experiment",
-        dest="tracking.experiment",
-        metavar="NAME",
-        help="MLflow experiment (default: segrl)",
-    )
-    group.add_argument("--run-name", dest="tracking.run_name", metavar="NAME")
-    group.add_argument(
-        "--register",
-        dest="tracking.register",
-        metavar="NAME",
-        help="also add the trained segmenter to the MLflow model registry as a new version of NAME",
-    )
+    TRACKING_FLAGS.add_to(parser, "tracking (store: MLFLOW_TRACKING_URI, else ./mlflow.db)")
+
+
+def add_job_args(
+    parser: argparse.ArgumentParser, example: str, gold: bool = True, tracking: bool = True
+) -> None:
+    """What a config-driven command takes besides its own flags: ``--config`` and ``--set``
+    (``example``: a ``--set`` of its own config), then the data, gold and tracking flags."""
+    add_config_args(parser, example)
+    add_data_args(parser)
+    if gold:
+        add_gold_args(parser)
+    if tracking:
+        add_tracking_args(parser)
 
 
 COMMAND_LINE = "command line"

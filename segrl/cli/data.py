@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from segrl.cli.common import add_config_args, add_data_args, add_gold_args
+from segrl.cli.common import add_job_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,9 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="check a corpus and gold set: normalisation, split, vocabulary",
         description="Load the corpus and gold set as every job does and print what came out.",
     )
-    add_config_args(parser, "data.max_len=64")
-    add_data_args(parser)
-    add_gold_args(parser)
+    add_job_args(parser, "data.max_len=64", tracking=False)
     parser.set_defaults(func=run)
 
 

@@ -5,13 +5,59 @@ from __future__ import annotations
 import argparse
 
 from segrl.cli.common import (
-    add_config_args,
-    add_data_args,
-    add_gold_args,
-    add_tracking_args,
+    add_job_args,
     config_from_args,
     where_to_look,
 )
+from segrl.cli.flags import Flag, FlagTable
+
+LM_SET_EXAMPLE = "lm.hidden_dim=128 --set lm.lexicon_cost=1"
+LM_TRAIN = "segrl.lm.segmenter:LMTrainConfig"
+LEVELS = "segrl.lm.levels:LevelsConfig"
+TRAINING_FLAGS = (
+    Flag("--epochs", "epochs", int, "N"),
+    Flag("--batch-size", "batch_size", int, "N"),
+    Flag("--lr", "lr", float, "X"),
+    Flag("--device", "device", str, "NAME"),
+)
+LM_TRAIN_FLAGS = (
+    Flag("--texts", "texts", str, "KIND"),
+    *TRAINING_FLAGS,
+    Flag("--patience", "patience", int, "N"),
+    Flag("--max-steps", "max_steps", int, "N"),
+    Flag("--train-seed", "seed", int, "N"),
+    Flag("--out", "out", str, "DIR"),
+)
+"""``segrl lm train``'s own flags (with the model's, ``LM_FLAGS``), options of ``LMTrainConfig``."""
+LEVELS_FLAGS = (
+    Flag("--levels", "levels", list, "A,B"),
+    Flag("--vocab-size", "vocab_size", int, "N"),
+    *TRAINING_FLAGS,
+    Flag("--max-train-sentences", "max_train_sentences", int, "N"),
+    Flag("--max-eval-sentences", "max_eval_sentences", int, "N"),
+    Flag("--test-corpus", "test_corpus", str, "PATH"),
+)
+"""``segrl lm levels``'s own flags (with the model's, ``LM_FLAGS``), options of ``LevelsConfig``."""
+LM_FLAGS = (
+    Flag("--model", "lm.model", str, "NAME"),
+    Flag("--context", "lm.context", str, "KIND"),
+    Flag("--max-segment-length", "lm.max_segment_length", int, "K"),
+    Flag("--hidden-dim", "lm.hidden_dim", int, "N"),
+    Flag("--embedding-dim", "lm.embedding_dim", int, "N"),
+    Flag("--speller-dim", "lm.speller_dim", int, "N"),
+    Flag("--dropout", "lm.dropout", float, "X"),
+    Flag("--length-penalty", "lm.length_penalty", float, "X"),
+    Flag("--lexicon-size", "lm.lexicon_size", int, "N"),
+    Flag("--lexicon-cost", "lm.lexicon_cost", float, "X"),
+    Flag("--categories", "lm.categories", str, "KIND"),
+)
+"""The model's flags (``lm.*``, a ``segrl.lm.LMConfig``), the same in both commands; each command's
+help gives its own defaults."""
+
+
+def command_flags(config: str, flags: tuple[Flag, ...]) -> list[tuple[str | None, FlagTable]]:
+    """The argument groups of an ``lm`` command whose config class is at ``config``."""
+    return [(None, FlagTable(config, flags)), ("language model", FlagTable(config, LM_FLAGS))]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,22 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sentences), stop early on held-out bits per character, segment the gold words by Viterbi "
         "decoding, and log it to MLflow as a segmenter (it shows in segrl compare).",
     )
-    train.add_argument(
-        "--texts", dest="texts", metavar="KIND", help="word-types (default) or sentences"
-    )
-    _add_training_args(train)
-    train.add_argument("--patience", dest="patience", type=int, metavar="N")
-    train.add_argument("--max-steps", dest="max_steps", type=int, metavar="N")
-    train.add_argument(
-        "--train-seed", dest="seed", type=int, metavar="N", help="seed of initialisation and order"
-    )
-    train.add_argument(
-        "--out",
-        dest="out",
-        metavar="DIR",
-        help="run folder: checkpoint and best model (default runs/lm-train); a rerun resumes it",
-    )
-    _add_common_args(train, gold=True)
+    for title, table in command_flags(LM_TRAIN, LM_TRAIN_FLAGS):
+        table.add_to(train, title)
+    _add_threads(train)
+    add_job_args(train, LM_SET_EXAMPLE)
     train.set_defaults(func=run_train)
 
     levels = commands.add_parser(
@@ -55,76 +89,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "open-vocabulary model of characters, and report held-out bits per character as a table "
         "and a plot logged to MLflow.",
     )
-    levels.add_argument(
-        "--levels",
-        dest="levels",
-        type=lambda text: [v.strip() for v in text.split(",") if v.strip()],
-        metavar="A,B",
-        help="characters,bpe,yttm-bpe,morfessor,words (default: all)",
-    )
-    levels.add_argument("--vocab-size", dest="vocab_size", type=int, metavar="N")
-    _add_training_args(levels)
-    levels.add_argument("--max-train-sentences", dest="max_train_sentences", type=int, metavar="N")
-    levels.add_argument("--max-eval-sentences", dest="max_eval_sentences", type=int, metavar="N")
-    levels.add_argument(
-        "--test-corpus",
-        dest="test_corpus",
-        metavar="PATH",
-        help="report bits per character on this file instead of the corpus's test split",
-    )
-    _add_common_args(levels, gold=False)
+    for title, table in command_flags(LEVELS, LEVELS_FLAGS):
+        table.add_to(levels, title)
+    _add_threads(levels)
+    add_job_args(levels, LM_SET_EXAMPLE, gold=False)
     levels.set_defaults(func=run_levels_command)
 
 
-def _add_training_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("training")
-    group.add_argument("--epochs", dest="epochs", type=int, metavar="N")
-    group.add_argument("--batch-size", dest="batch_size", type=int, metavar="N")
-    group.add_argument("--lr", dest="lr", type=float, metavar="X")
-    group.add_argument("--device", dest="device", metavar="NAME", help="auto (default), cpu, cuda")
-    group.add_argument(
+def _add_threads(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--threads", dest="_threads", type=int, metavar="N", help="PyTorch CPU threads"
-    )
-
-
-def _add_common_args(parser: argparse.ArgumentParser, gold: bool) -> None:
-    _add_lm_args(parser)
-    add_config_args(parser, "lm.hidden_dim=128 --set lm.lexicon_cost=1")
-    add_data_args(parser)
-    if gold:
-        add_gold_args(parser)
-    add_tracking_args(parser)
-
-
-def _add_lm_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("language model")
-    group.add_argument("--model", dest="lm.model", metavar="NAME", help="slm or segment-lstm")
-    group.add_argument("--context", dest="lm.context", metavar="KIND", help="slm: lstm or none")
-    group.add_argument("--max-segment-length", dest="lm.max_segment_length", type=int, metavar="K")
-    group.add_argument("--hidden-dim", dest="lm.hidden_dim", type=int, metavar="N")
-    group.add_argument("--embedding-dim", dest="lm.embedding_dim", type=int, metavar="N")
-    group.add_argument("--speller-dim", dest="lm.speller_dim", type=int, metavar="N")
-    group.add_argument("--dropout", dest="lm.dropout", type=float, metavar="X")
-    group.add_argument(
-        "--length-penalty",
-        dest="lm.length_penalty",
-        type=float,
-        metavar="X",
-        help="slm: prior against long segments (default: 0.05 on a word list, 0 on running text)",
-    )
-    group.add_argument("--lexicon-size", dest="lm.lexicon_size", type=int, metavar="N")
-    group.add_argument(
-        "--lexicon-cost",
-        dest="lm.lexicon_cost",
-        type=float,
-        metavar="X",
-        help="slm: nats per character that a lexicon entry's spelling costs once (default 3; 0: none)",
-    )
-    group.add_argument(
-        "--categories",
-        dest="lm.categories",
-        metavar="KIND",
-        help="slm with a lexicon: none (default) or prefix-stem-suffix (hidden segment categories)",
     )
 
 

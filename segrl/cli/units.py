@@ -29,13 +29,13 @@ from typing import Any
 
 from segrl.cli.common import (
     COMMAND_LINE,
-    add_config_args,
     add_data_args,
     add_gold_args,
-    add_tracking_args,
+    add_job_args,
     parse_set,
     where_to_look,
 )
+from segrl.cli.flags import Flag, FlagTable
 
 SUBCOMMAND_MODULES: tuple[str, ...] = ()
 """Modules adding further ``segrl units`` subcommands (each has ``register(units_subparsers)``)."""
@@ -100,17 +100,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "their robustness to character noise in one figure.",
     )
     evaluate.add_argument("folders", nargs="+", metavar="FOLDER")
-    evaluate.add_argument(
-        "--no-robustness",
-        dest="eval.robustness",
-        action="store_const",
-        const=False,
-        help="skip the robustness curves",
+    FlagTable(UNITS, (Flag("--no-robustness", "eval.robustness", bool, const=False),)).add_to(
+        evaluate
     )
     add_runtime_args(evaluate)
     add_data_args(evaluate)
     add_gold_args(evaluate)
-    evaluate.add_argument("--experiment", dest="tracking.experiment", metavar="NAME")
+    FlagTable(UNITS, (Flag("--experiment", "tracking.experiment", str, "NAME"),)).add_to(evaluate)
     evaluate.set_defaults(func=run_eval)
 
     probe = units.add_parser(
@@ -123,27 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "untrained models of the same configs as the control. Logged to MLflow (run 'probe').",
     )
     probe.add_argument("folders", nargs="+", metavar="FOLDER")
-    probe.add_argument(
-        "--targets",
-        type=lambda v: [t.strip() for t in v.split(",") if t.strip()],
-        metavar="LIST",
-        help="comma-separated: bpe, morfessor (default: both)",
-    )
-    for flag, key, kind, text in (
-        ("--epochs", "epochs", int, "forward-probe epochs (default 20)"),
-        ("--reverse-epochs", "reverse_epochs", int, "reverse-probe epochs (default 20)"),
-        ("--train-sentences", "train_sentences", int, "probe-training sentences (default 1000)"),
-        ("--test-sentences", "test_sentences", int, "probe-test sentences (default 500)"),
-        ("--bpe-vocab-size", "bpe_vocab_size", int, "BPE target vocabulary (default 5000)"),
-    ):
-        probe.add_argument(flag, dest=key, type=kind, metavar="N", help=text)
-    probe.add_argument(
-        "--no-untrained",
-        dest="untrained",
-        action="store_const",
-        const=False,
-        help="skip the untrained control models",
-    )
+    PROBE_FLAGS.add_to(probe)
     probe.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads")
     probe.add_argument("--experiment", default="segrl", metavar="NAME", help="MLflow experiment")
     probe.set_defaults(func=run_probe)
@@ -156,38 +132,59 @@ def add_model_args(
     parser: argparse.ArgumentParser, model_help: str, out_default: str, required: bool = False
 ) -> None:
     """``--model NAME`` and ``--out DIR`` of a command that trains a unit model."""
-    parser.add_argument("--model", dest="model", required=required, metavar="NAME", help=model_help)
-    parser.add_argument(
-        "--out",
-        dest="out",
-        metavar="DIR",
-        help=f"checkpoints and the trained model (default: {out_default})",
-    )
+    FlagTable(
+        UNITS,
+        (
+            Flag("--model", "model", str, "NAME", model_help, required=required),
+            Flag("--out", "out", str, "DIR", f"here: {out_default}"),
+        ),
+        show_defaults=False,
+    ).add_to(parser)
+
+
+UNITS = "segrl.units.config:UnitsConfig"
+RUNTIME_FLAGS = FlagTable(
+    UNITS,
+    (
+        Flag("--device", "train.device", str, "NAME"),
+        Flag("--precision", "train.precision", str, "{fp32,bf16,fp16}"),
+        Flag("--threads", "train.threads", int, "N"),
+    ),
+)
+TRAINING_FLAGS = FlagTable(
+    UNITS,
+    (
+        Flag("--steps", "train.steps", int, "N"),
+        Flag("--batch-size", "train.batch_size", int, "N"),
+        Flag("--lr", "train.lr", float, "X"),
+        Flag("--train-seed", "train.seed", int, "N"),
+    ),
+    show_defaults=False,  # each model has its own (``UnitModel.train_defaults``)
+)
+PROBE_FLAGS = FlagTable(
+    "segrl.units.probing:ProbeConfig",
+    (
+        Flag("--targets", "targets", list, "LIST", "comma-separated"),
+        Flag("--epochs", "epochs", int, "N"),
+        Flag("--reverse-epochs", "reverse_epochs", int, "N"),
+        Flag("--train-sentences", "train_sentences", int, "N"),
+        Flag("--test-sentences", "test_sentences", int, "N"),
+        Flag("--bpe-vocab-size", "bpe_vocab_size", int, "N"),
+        Flag("--no-untrained", "untrained", bool, const=False),
+    ),
+)
+"""``segrl units probe``'s flags, options of ``ProbeConfig``."""
 
 
 def add_runtime_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("runtime")
-    group.add_argument(
-        "--device", dest="train.device", metavar="NAME", help="auto (default), cpu, cuda, cuda:N"
-    )
-    group.add_argument(
-        "--precision", dest="train.precision", choices=("fp32", "bf16", "fp16"), help="autocast"
-    )
-    group.add_argument("--threads", dest="train.threads", type=int, metavar="N")
+    RUNTIME_FLAGS.add_to(parser, "runtime")
 
 
 def add_run_args(parser: argparse.ArgumentParser) -> None:
     """The flags of a unit-model run: config file, ``--set``, training, data, gold, tracking."""
-    add_config_args(parser, "arch.dim=256 --set train.lr=3e-4")
-    group = parser.add_argument_group("training")
-    group.add_argument("--steps", dest="train.steps", type=int, metavar="N")
-    group.add_argument("--batch-size", dest="train.batch_size", type=int, metavar="N")
-    group.add_argument("--lr", dest="train.lr", type=float, metavar="X")
-    group.add_argument("--train-seed", dest="train.seed", type=int, metavar="N")
+    TRAINING_FLAGS.add_to(parser, "training")
     add_runtime_args(parser)
-    add_data_args(parser)
-    add_gold_args(parser)
-    add_tracking_args(parser)
+    add_job_args(parser, "arch.dim=256 --set train.lr=3e-4")
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
-from segrl.config import CorpusFormat, DataConfig, check_choices
+from segrl.config import CorpusFormat, DataConfig, validate_config
 from segrl.data.segmented import (
     BUNDLED_UTTERANCES,
     SEGMENTED_PREFIX,
@@ -168,7 +168,7 @@ def gold_utterances(source: str) -> list[str]:
 def load_corpus(config: DataConfig | None = None) -> Corpus:
     """Read, normalise and split the corpus that ``config`` names (the bundled one by default)."""
     config = config or DataConfig()
-    check_choices(config, "data.")
+    validate_config(config, "data.")
     if config.max_len < 2:
         raise DataError(f"max_len must be at least 2 characters, got {config.max_len}")
     if not 0 <= config.valid_fraction + config.test_fraction < 1:

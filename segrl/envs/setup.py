@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from segrl.config import DataConfig, check_choices
+from segrl.config import DataConfig, validate_config
 from segrl.data import Corpus, GoldWord, load_corpus
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import (
@@ -51,10 +51,9 @@ class EnvConfig:
     turns it on where its reinforce agent's LM evaluator has a lexicon
     (``segrl.agents.task.reads_teacher``)."""
 
-    def validate(self) -> None:
-        check_choices(self, "env.")
+    def check(self, prefix: str) -> None:
         if self.teacher_features and self.rules != "binary":
-            raise ConfigError("env.teacher_features goes with binary rules only")
+            raise ConfigError(f"{prefix}teacher_features goes with binary rules only")
 
 
 def has_decision(sentence: str, hide_spaces: bool) -> bool:
@@ -128,7 +127,7 @@ class EnvSetup:
         config = EnvConfig(
             reward=reward, hide_spaces=hide_spaces, rules=rules, teacher_features=teacher_features
         )
-        config.validate()
+        validate_config(config, "env.")
         resolved = resolve_corpus(corpus, max_len)
         width = max_len or resolved.settings.get("normalization", {}).get("max_len", 128)
         if width < 2:

@@ -66,13 +66,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from segrl.config import validate_config
 from segrl.data import Corpus, GoldWord
 from segrl.data.wordlists import dampen
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
-from segrl.lm.config import LEXICON_COST, LMConfig, lm_config, resolve_lm_config
+from segrl.lm.config import LEXICON_COST, LMConfig, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
@@ -107,7 +108,7 @@ class LMEvaluator(Evaluator):
         seed: int = 0,
         words: Mapping[str, int] | None = None,
     ):
-        config.validate()
+        validate_config(config, "evaluator.lm.")
         if config.texts == "corpus-words" and not words:
             raise ConfigError(
                 "evaluator.lm.texts = 'corpus-words' needs the corpus's word counts (words=)"
@@ -184,9 +185,9 @@ class LMEvaluator(Evaluator):
     def segmented(self, batch: SegmentationBatch) -> SegmentedBatch:
         if batch.hide_spaces and self.lm.config.max_segment_length is None:
             raise ConfigError(
-                "with hidden spaces the LM needs evaluator.lm.max_segment_length (segrl train "
-                "sets 12, segrl.lm.config.WORD_MAX_SEGMENT_LENGTH, unless one is given; in Python, "
-                "segrl.agents.task.hidden_spaces_lm_options does)"
+                "with hidden spaces the LM needs evaluator.lm.arch.max_segment_length (segrl "
+                "train sets 12, segrl.lm.config.WORD_MAX_SEGMENT_LENGTH, unless one is given; in "
+                "Python, segrl.agents.task.hidden_spaces_lm_options does)"
             )
         return self.lm.segmented(texts=batch.texts, decisions=batch.splits)
 
@@ -335,7 +336,7 @@ def evaluator_lm_options(config: LMEvaluatorConfig, corpus_kind: str) -> LMConfi
     ``slm`` without context gets, on a word list, the priced lexicon of ``segrl lm train``
     (``SLM_LEXICON_SIZE`` entries, ``LEXICON_COST``), on running text no lexicon; then
     ``resolve_lm_config`` (the length penalty)."""
-    options = lm_config(config)
+    options = config.arch
     changes: dict[str, Any] = {}
     if options.lexicon_size is None and corpus_kind != "words":
         changes["lexicon_size"] = 0

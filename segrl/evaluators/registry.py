@@ -6,19 +6,23 @@ class by import path so that naming one does not import the others (an LM evalua
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
+from segrl.config import validate_config
 from segrl.errors import ConfigError
-from segrl.lm.config import LMConfig, LMContext
+from segrl.lm.config import LMConfig
 
 if TYPE_CHECKING:
     from segrl.data import Corpus, GoldWord
     from segrl.evaluators.base import Evaluator
 
+EvaluatorName = Literal["morfessor", "gold", "lm"]
+"""The evaluators ``EvaluatorConfig.name`` may name, in the order of ``EVALUATORS``."""
 EVALUATORS: dict[str, str] = {
     "morfessor": "segrl.evaluators.morfessor:MorfessorEvaluator",
     "gold": "segrl.evaluators.gold:GoldEvaluator",
@@ -41,22 +45,26 @@ EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
 """What the LM evaluator's marginal objective reads (``LMEvaluatorConfig.texts``)."""
 
 
-@dataclass
-class LMEvaluatorConfig(LMConfig):
-    """The co-trained language model evaluator: its model (the fields of ``segrl.lm.LMConfig``, with
-    a smaller default model without context), its reward, its training."""
+def evaluator_lm() -> LMConfig:
+    """The LM evaluator's model by default: ``slm`` without context, smaller than ``segrl lm
+    train``'s, its lexicon and its price decided by the corpus (``evaluator_lm_options``)."""
+    return LMConfig(
+        context="none", hidden_dim=128, speller_dim=128, lexicon_size=None, lexicon_cost=None
+    )
 
-    context: LMContext = "none"
-    hidden_dim: int = 128
-    speller_dim: int = 128
-    lexicon_size: int | None = None
-    """None: by the corpus (``evaluator_lm_options``): on a word list ``SLM_LEXICON_SIZE`` entries
-    whose spelling costs ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none
-    (there the lexicon-free LM's posterior in the sentence is the better teacher;
-    docs/studies/2026-11-26-teacher.md). 0: no lexicon."""
-    lexicon_cost: float | None = None
-    """As ``segrl.lm.LMConfig.lexicon_cost``; None: ``LEXICON_COST`` where the resolved lexicon
-    has entries, else 0."""
+
+@dataclass
+class LMEvaluatorConfig:
+    """The co-trained language model evaluator: its model (``arch``), its reward, its training."""
+
+    arch: LMConfig = field(default_factory=evaluator_lm)
+    """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.arch.hidden_dim`` and so on). Its defaults here:
+    ``slm`` without context, 128 wide. ``lexicon_size`` None: by the corpus
+    (``evaluator_lm_options``): on a word list ``SLM_LEXICON_SIZE`` entries whose spelling costs
+    ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none (there the
+    lexicon-free LM's posterior in the sentence is the better teacher;
+    docs/studies/2026-11-26-teacher.md); 0: no lexicon. ``lexicon_cost`` None: ``LEXICON_COST``
+    where the resolved lexicon has entries, else 0."""
     reward: LMReward | None = None
     """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,
@@ -94,52 +102,54 @@ class LMEvaluatorConfig(LMConfig):
     lr: float = 2e-3
     weight_decay: float = 0.0
 
+    OLD_NAMES: ClassVar[dict[str, str]] = {
+        f.name: f"arch.{f.name}" for f in dataclasses.fields(LMConfig)
+    }
+    """The LM's options as they were named before they moved into ``arch`` (``evaluator.lm.
+    hidden_dim``), read as the new ones (``build_config``), so that saved configs and run folders
+    still load."""
+
     def variant(self, reward_mode: str) -> str:
         """The reward variant used with ``reward_mode`` (``sequence`` or ``per-action``)."""
         choices = LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
         return self.reward if self.reward in choices else choices[0]
 
-    def validate(self, reward_mode: str | None = None, prefix: str = "evaluator.lm.") -> None:
-        """Check the options (and, given ``reward_mode``, that the reward goes with it)."""
-        super().validate(prefix)
-        choices = LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
-        if reward_mode is not None and self.reward is not None and self.reward not in choices:
-            raise ConfigError(
-                f"the LM reward {self.reward!r} does not go with {reward_mode} rewards; choose one "
-                f"of: {', '.join(choices)}"
-            )
-        if self.model != "slm" and (
+    def check(self, prefix: str) -> None:
+        """Options that must go together, and ranges (``segrl.config.validate_config`` checks the
+        choices, and ``arch`` before this; ``TrainConfig`` that the reward goes with the reward
+        mode)."""
+        if self.arch.model != "slm" and (
             self.objective == "marginal" or self.variant("per-action") == "posterior"
         ):
             raise ConfigError(
-                "the marginal objective and the posterior reward need evaluator.lm.model = 'slm'"
+                f"the marginal objective and the posterior reward need {prefix}arch.model = 'slm'"
             )
         if (
             min(self.buffer_size, self.update_every, self.batch_size) < 1
             or self.pretrain_epochs < 0
         ):
             raise ConfigError(
-                "evaluator.lm.buffer_size, update_every and batch_size must be at least 1, "
+                f"{prefix}buffer_size, update_every and batch_size must be at least 1, "
                 "pretrain_epochs at least 0"
             )
         if self.texts == "corpus-words" and self.objective != "marginal":
             raise ConfigError(
-                "evaluator.lm.texts = 'corpus-words' goes with the marginal objective only (the "
+                f"{prefix}texts = 'corpus-words' goes with the marginal objective only (the "
                 "joint one learns the agent's segmentations of its own sentences)"
             )
         if not 0 < self.posterior_floor < 0.5:
             raise ConfigError(
-                f"evaluator.lm.posterior_floor must be between 0 and 0.5, got {self.posterior_floor}"
+                f"{prefix}posterior_floor must be between 0 and 0.5, got {self.posterior_floor}"
             )
         if self.lr <= 0 or self.gamma < 0 or self.beta < 0:
-            raise ConfigError("evaluator.lm.lr must be positive, gamma and beta at least 0")
+            raise ConfigError(f"{prefix}lr must be positive, gamma and beta at least 0")
 
 
 @dataclass
 class EvaluatorConfig:
     """Which evaluator rewards the agent, and its options."""
 
-    name: str = "morfessor"
+    name: EvaluatorName = "morfessor"
     """``morfessor`` (a Morfessor Baseline model of the corpus), ``gold`` (a gold segmentation) or
     ``lm`` (a co-trained segmental language model)."""
     alpha: float = 0.75
@@ -150,6 +160,10 @@ class EvaluatorConfig:
     """Seed of Morfessor's training (and of the LM evaluator's sampling)."""
     lm: LMEvaluatorConfig = field(default_factory=LMEvaluatorConfig)
     """Options of the ``lm`` evaluator."""
+
+    def check(self, prefix: str) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError(f"{prefix}alpha must be in [0, 1], got {self.alpha}")
 
     def mirrored_action_rewards(self) -> bool:
         """Whether the per-action rewards are mirrored: at every decision the other action would
@@ -175,6 +189,5 @@ def build_evaluator(
     config: EvaluatorConfig, corpus: Corpus, gold: Sequence[GoldWord] | None = None
 ) -> Evaluator:
     """The evaluator ``config.name`` names, built for ``corpus`` (and ``gold`` where it needs one)."""
-    if not 0.0 <= config.alpha <= 1.0:
-        raise ConfigError(f"evaluator.alpha must be in [0, 1], got {config.alpha}")
+    validate_config(config, "evaluator.")
     return evaluator_class(config.name).from_config(config, corpus, gold)

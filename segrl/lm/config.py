@@ -8,7 +8,6 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from segrl.config import check_choices
 from segrl.errors import ConfigError
 
 LMModel = Literal["slm", "segment-lstm"]
@@ -75,10 +74,11 @@ class LMConfig:
     training segmentations, for ``slm`` (``context = "none"`` only) the substrings found in the most
     training word types. None: ``SLM_LEXICON_SIZE`` for an ``slm`` without context on a word list,
     else 0 (``resolve_lm_config``)."""
-    lexicon_cost: float = 0.0
+    lexicon_cost: float | None = 0.0
     """``slm`` with a lexicon: nats per character that an entry's spelling costs once, when the
     training corpus uses it (``segrl.lm.lexicon``: the lexicon's part of a two-part code, as in
-    Morfessor); 0: no cost, the plain marginal likelihood."""
+    Morfessor); 0: no cost, the plain marginal likelihood. None: ``LEXICON_COST`` where the
+    resolved lexicon has entries, else 0 (``resolve_lm_config``)."""
     categories: LMCategories = "none"
     """``slm`` with a lexicon: ``prefix-stem-suffix`` gives every segment a hidden category with
     learnt transitions under Morfessor Categories' morphotactics (``segrl.lm.morphotactics``), each
@@ -86,6 +86,7 @@ class LMConfig:
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
+    """Dropout on the LSTMs' outputs, in training."""
     length_penalty: float | None = None
     """``slm``'s marginal objective with a prior against long segments: it minimises
     ``-log sum_S p(X, S) exp(-length_penalty * sum_k |m_k|^2)`` (0: the plain marginal ``-log p(X)``).
@@ -96,8 +97,8 @@ class LMConfig:
     ``slm`` with a lexicon whose entries pay for their spelling; 0 on running text
     (``resolve_lm_config``)."""
 
-    def validate(self, prefix: str = "") -> None:
-        check_choices(self, prefix)
+    def check(self, prefix: str) -> None:
+        """Ranges (``segrl.config.validate_config`` checks the choices and calls this)."""
         if self.max_segment_length is not None and self.max_segment_length < 1:
             raise ConfigError(
                 f"{prefix}max_segment_length must be at least 1, got {self.max_segment_length}"
@@ -108,25 +109,24 @@ class LMConfig:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
 
 
-def lm_config(config: LMConfig) -> LMConfig:
-    """The plain ``LMConfig`` part of ``config`` (an ``LMConfig`` subclass with options of its own)."""
-    return LMConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(LMConfig)})
-
-
 def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
     """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``lexicon_size``
     (``SLM_LEXICON_SIZE`` for an ``slm`` without context, which alone can mix one, on a word list,
     and on running text where its entries pay for their spelling; else 0) and ``length_penalty``
     (``text``: 0; ``words``: ``PRICED_LEXICON_LENGTH_PENALTY`` for an ``slm`` whose lexicon entries
-    pay for their spelling, else ``WORD_LIST_LENGTH_PENALTY``)."""
+    pay for their spelling, else ``WORD_LIST_LENGTH_PENALTY``) and ``lexicon_cost`` (None:
+    ``LEXICON_COST`` where the resolved lexicon has entries, else 0; a cost left None counts as no
+    price where the lexicon's size is decided)."""
     changes: dict[str, object] = {}
-    lexicon_size = config.lexicon_size
+    lexicon_size, lexicon_cost = config.lexicon_size, config.lexicon_cost
     if lexicon_size is None:
         mixes = config.model == "slm" and config.context == "none"
-        lexicon = mixes and (corpus_kind == "words" or config.lexicon_cost > 0)
+        lexicon = mixes and (corpus_kind == "words" or (lexicon_cost or 0.0) > 0)
         lexicon_size = changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
+    if lexicon_cost is None:
+        lexicon_cost = changes["lexicon_cost"] = LEXICON_COST if lexicon_size else 0.0
     if config.length_penalty is None:
-        priced = config.model == "slm" and lexicon_size and config.lexicon_cost > 0
+        priced = config.model == "slm" and lexicon_size and lexicon_cost > 0
         word_list = PRICED_LEXICON_LENGTH_PENALTY if priced else WORD_LIST_LENGTH_PENALTY
         changes["length_penalty"] = word_list if corpus_kind == "words" else 0.0
     return dataclasses.replace(config, **changes) if changes else config

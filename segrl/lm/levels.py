@@ -27,13 +27,15 @@ import copy
 import dataclasses
 import random
 import time
+import typing
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tqdm import tqdm
 
 from segrl.baselines.experiment import make_segmenter
 from segrl.baselines.yttm import yttm_available
-from segrl.config import BaselineConfig, DataConfig, TrackingConfig
+from segrl.config import BaselineConfig, DataConfig, TrackingConfig, validate_config
 from segrl.data import Corpus, load_corpus, read_lines
 from segrl.data.batching import iterate_batches
 from segrl.data.corpus import NormalizationSettings, normalize
@@ -55,7 +57,8 @@ from segrl.tracking.runs import (
     start_run,
 )
 
-LEVELS = ("characters", "bpe", "yttm-bpe", "morfessor", "words")
+LMLevel = Literal["characters", "bpe", "yttm-bpe", "morfessor", "words"]
+LEVELS: tuple[str, ...] = typing.get_args(LMLevel)
 TOOLS = {
     "characters": "-",
     "bpe": "SentencePiece",
@@ -65,26 +68,28 @@ TOOLS = {
 }
 
 
-@dataclass
-class LevelsLMConfig(LMConfig):
+def levels_lm() -> LMConfig:
     """The study's model: ``segment-lstm`` with a lexicon of each level's frequent units."""
-
-    model: str = "segment-lstm"
-    lexicon_size: int = 10000
+    return LMConfig(model="segment-lstm", lexicon_size=10000)
 
 
 @dataclass
 class LevelsConfig:
     """``segrl lm levels``: the same LSTM LM over characters, BPE, Morfessor morphs and words."""
 
-    lm: LevelsLMConfig = field(default_factory=LevelsLMConfig)
-    levels: list[str] = field(default_factory=lambda: list(LEVELS))
+    lm: LMConfig = field(default_factory=levels_lm)
+    """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on): ``segment-lstm`` (the only
+    one the study takes) with a lexicon of each level's 10,000 most frequent units by default."""
+    levels: list[LMLevel] = field(default_factory=lambda: list(LEVELS))
     """Levels to compare; ``yttm-bpe`` is skipped with a note where youtokentome is not installed."""
     vocab_size: int = 5000
     """Vocabulary of the BPE tokenizers (the study's 5000)."""
     epochs: int = 3
+    """Epochs of each level's LM (the best one on valid is kept)."""
     batch_size: int = 32
+    """Segmented sentences per update."""
     lr: float = 2e-3
+    """Adam learning rate of the LM."""
     clip: float = 1.0
     max_train_sentences: int | None = None
     """Train on at most this many training sentences (the first ones); None: all."""
@@ -95,9 +100,16 @@ class LevelsConfig:
     PTB's test file); normalised like the corpus, characters outside its vocabulary mapped to the
     placeholder."""
     device: str = "auto"
+    """Where the LMs train: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or ``cuda:N``."""
     seed: int = 0
     data: DataConfig = field(default_factory=DataConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    def check(self, prefix: str) -> None:
+        if self.lm.model != "segment-lstm":
+            raise ConfigError(
+                f"the levels study uses the segment-lstm model ({prefix}lm.model = 'segment-lstm')"
+            )
 
 
 @dataclass
@@ -190,13 +202,7 @@ def run_level(config: LevelsConfig, level: str, corpus: Corpus, splits: dict) ->
 
 def run_levels(config: LevelsConfig, corpus: Corpus | None = None) -> list[LevelResult]:
     """Run every level of ``config``, log the table and a plot to MLflow, and return the results."""
-    unknown = [level for level in config.levels if level not in LEVELS]
-    if unknown:
-        raise ConfigError(f"unknown level(s) {', '.join(unknown)}; choose from {', '.join(LEVELS)}")
-    if config.lm.model != "segment-lstm":
-        raise ConfigError(
-            "the levels study uses the segment-lstm model (lm.model = 'segment-lstm')"
-        )
+    validate_config(config)
     levels = [level for level in config.levels if level != "yttm-bpe" or yttm_available()]
     if len(levels) < len(config.levels):
         print("youtokentome is not installed: the yttm-bpe level is skipped", flush=True)

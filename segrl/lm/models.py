@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
+from segrl.config import validate_config
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
@@ -29,7 +30,7 @@ FORMAT = 1
 def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None = None) -> SegmentLM:
     """A new model of the kind ``config.model`` names, with ``lexicon``'s entries mixed with its
     speller (``segrl.lm.lexicon``; slm: only without context)."""
-    config.validate()
+    validate_config(config)
     if config.model == "slm":
         if lexicon and config.context != "none":
             raise ConfigError(

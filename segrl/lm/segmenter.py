@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_choices
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, validate_config
 from segrl.data import (
     Corpus,
     GoldWord,
@@ -46,7 +46,6 @@ from segrl.lm.config import (
     LEXICON_COST,
     WORD_MAX_SEGMENT_LENGTH,
     LMConfig,
-    LMContext,
     LMTexts,
     resolve_lm_config,
 )
@@ -73,33 +72,34 @@ RESUMABLE_CHANGES = frozenset(
 """Options that may change when a run resumes (more epochs or steps may be asked for)."""
 
 
-@dataclass
-class SegmenterLMConfig(LMConfig):
-    """``slm`` without context: marginal likelihood then favours reusable, morph-like segments (with
-    the character context, or the preceding words, as context it keeps whole words)."""
-
-    context: LMContext = "none"
-    lexicon_size: int | None = None
-    """None: ``SLM_LEXICON_SIZE`` substrings mixed with the speller (``segrl.lm.lexicon``), so that
-    reusing a morph across words pays: on a word list, and on running text while ``lexicon_cost``
-    prices its entries; 0: every segment spelled."""
-    lexicon_cost: float = LEXICON_COST
-    """Nats per character that a lexicon entry's spelling costs once, when the corpus uses it
-    (``segrl.lm.lexicon``): Morfessor's lexicon code, so that long entries that a few words share
-    give way to their parts. 0: the plain marginal likelihood."""
+def segmenter_lm() -> LMConfig:
+    """``segrl lm train``'s model by default: ``slm`` without context, with a priced lexicon."""
+    return LMConfig(context="none", lexicon_size=None, lexicon_cost=LEXICON_COST)
 
 
 @dataclass
 class LMTrainConfig:
     """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter."""
 
-    lm: SegmenterLMConfig = field(default_factory=SegmenterLMConfig)
+    lm: LMConfig = field(default_factory=segmenter_lm)
+    """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here: ``slm``
+    without context (marginal likelihood then favours reusable, morph-like segments; with the
+    character context, or the preceding words, as context it keeps whole words); ``lexicon_size``
+    None: ``SLM_LEXICON_SIZE`` substrings mixed with the speller (``segrl.lm.lexicon``), so that
+    reusing a morph across words pays, on a word list and on running text while ``lexicon_cost``
+    prices its entries (0: every segment spelled); ``lexicon_cost`` ``LEXICON_COST``, nats per
+    character that an entry's spelling costs once, when the corpus uses it: Morfessor's lexicon
+    code, so that long entries that a few words share give way to their parts (0: the plain
+    marginal likelihood)."""
     texts: LMTexts = "word-types"
     """What the model reads: ``word-types`` (each distinct training word once, as its own text) or
     ``sentences`` (training sentences, spaces as known boundaries)."""
     epochs: int = 20
+    """Epochs over the training texts, at most (``patience`` may stop it sooner)."""
     batch_size: int = 64
+    """Texts per update."""
     lr: float = 2e-3
+    """Adam learning rate of the model."""
     clip: float = 1.0
     weight_decay: float = 0.0
     patience: int = 2
@@ -107,13 +107,23 @@ class LMTrainConfig:
     max_steps: int | None = None
     """Stop after this many updates in all (None: no limit)."""
     device: str = "auto"
+    """Where the model trains: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
+    ``cuda:N``."""
     seed: int = 0
+    """Seed of the model's initialisation and of the order of its texts."""
     out: str | None = None
     """The run folder (``segrl.jobs``): checkpoint and best model; None: ``runs/lm-train`` (or
     ``-2``, ...). A run with the same config resumes from its checkpoint."""
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    def check(self, prefix: str) -> None:
+        if self.lm.model != "slm":
+            raise ConfigError(
+                f"segrl lm train trains slm by marginal likelihood; {prefix}lm.model = "
+                f"{self.lm.model!r} needs given segmentations (see segrl lm levels)"
+            )
 
 
 LMDecoding = Literal["viterbi", "posterior"]
@@ -187,12 +197,7 @@ def train_lm_segmenter(
     ``on_step(step, stats)`` is called after every update; returning True stops training there as a
     Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
     """
-    check_choices(config)
-    if config.lm.model != "slm":
-        raise ConfigError(
-            f"segrl lm train trains slm by marginal likelihood; {config.lm.model} needs given "
-            "segmentations (see segrl lm levels)"
-        )
+    validate_config(config)
     device = resolve_device(config.device)
     corpus = corpus or load_corpus(config.data)
     lm_options = resolve_lm_config(config.lm, corpus.kind)

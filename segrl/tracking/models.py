@@ -1,16 +1,28 @@
 """A saved segmenter as the active run's MLflow model: MLflow's models from code are handed the
 *file* ``segrl/pyfunc_model.py`` (copied into the model and run when it is loaded) with the
 segmenter's folder as its ``segmenter`` artifact. This module names that file but never imports it:
-the pyfunc class sits above the loader it calls, and the jobs that log their models sit below it."""
+the pyfunc class sits above the loader it calls, and the jobs that log their models sit below it.
+
+A model travels with segrl itself: a wheel of the segrl that logged it (``segrl_wheel``) is its
+``segrl_wheel`` artifact, and its ``requirements.txt`` finds segrl there, so that MLflow builds the
+model's environment (``mlflow models serve``, ``mlflow models build-docker``) from the model alone."""
 
 from __future__ import annotations
 
+import atexit
+import base64
+import functools
+import hashlib
+import importlib.metadata
 import shutil
 import tempfile
+import tomllib
+import zipfile
 from pathlib import Path
 
 import mlflow.pyfunc
 
+from segrl.errors import TrackingError
 from segrl.model_files import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
 from segrl.tracking.runs import active_run_id
 from segrl.tracking.tags import KIND_TAG, SEGMENTER_TAG
@@ -18,6 +30,8 @@ from segrl.version import __version__
 
 PYFUNC_MODEL_FILE = Path(__file__).parents[1] / "pyfunc_model.py"
 """The file MLflow runs to load a logged segmenter (it hands ``SegmenterModel`` to MLflow)."""
+WHEEL_ARTIFACT = "segrl_wheel"
+"""The model's artifact that is segrl's wheel (``artifacts/segrl-VERSION-py3-none-any.whl``)."""
 
 
 def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
@@ -38,12 +52,78 @@ def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
 
 def _log_pyfunc(folder: Path, register: str | None) -> None:
     run_tags = mlflow.get_run(active_run_id()).data.tags
+    wheel = segrl_wheel()
     mlflow.pyfunc.log_model(
         name=MODEL_ARTIFACT,
         python_model=str(PYFUNC_MODEL_FILE),
-        artifacts={SEGMENTER_ARTIFACT: str(folder)},
+        artifacts={SEGMENTER_ARTIFACT: str(folder), WHEEL_ARTIFACT: str(wheel)},
         input_example=["unexpectedly", "the cats sat"],  # the signature comes from predict's hints
-        pip_requirements=[f"segrl=={__version__}"],
+        pip_requirements=wheel_requirements(),
         registered_model_name=register,
         tags={k: run_tags[k] for k in (SEGMENTER_TAG, KIND_TAG) if k in run_tags},
     )
+
+
+def wheel_requirements() -> list[str]:
+    """The model's requirements: segrl, found in the model's ``artifacts`` folder (pip reads a
+    ``--find-links`` folder of a requirements file beside that file, wherever pip runs: MLflow's
+    virtualenvs install from the model's folder, its Docker images from elsewhere)."""
+    return ["--find-links artifacts", f"segrl=={__version__}"]
+
+
+@functools.cache
+def segrl_wheel() -> Path:
+    """A wheel of the segrl that runs: its package folder as it is now (a checkout's uncommitted
+    changes included), its requirements as its ``pyproject.toml`` says (else as installed), pure
+    Python (``py3-none-any``). Made once a process, in a temporary folder removed at exit."""
+    package = Path(__file__).resolve().parents[1]
+    folder = Path(tempfile.mkdtemp(prefix="segrl-wheel-"))
+    atexit.register(shutil.rmtree, folder, True)
+    info = f"segrl-{__version__}.dist-info"
+    files = {
+        path.relative_to(package.parent).as_posix(): path.read_bytes()
+        for path in sorted(package.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
+    metadata = ["Metadata-Version: 2.1", "Name: segrl", f"Version: {__version__}"]
+    files[f"{info}/METADATA"] = (
+        "\n".join([*metadata, *_requirement_lines(package)]).encode() + b"\n"
+    )
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: segrl\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    record = [f"{name},sha256={_digest(data)},{len(data)}" for name, data in files.items()]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]).encode() + b"\n"
+    wheel = folder / f"segrl-{__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in files.items():
+            out.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return wheel
+
+
+def _requirement_lines(package: Path) -> list[str]:
+    """``Requires-Dist`` and ``Provides-Extra`` lines: from the checkout's ``pyproject.toml`` beside
+    the package, else from the installed segrl's metadata."""
+    pyproject = package.parent / "pyproject.toml"
+    project = tomllib.loads(pyproject.read_text())["project"] if pyproject.is_file() else {}
+    if project.get("name") == "segrl":
+        lines = [f"Requires-Dist: {r}" for r in project.get("dependencies", [])]
+        for extra, requirements in project.get("optional-dependencies", {}).items():
+            lines.append(f"Provides-Extra: {extra}")
+            lines += [f'Requires-Dist: {r}; extra == "{extra}"' for r in requirements]
+        return lines
+    try:
+        installed = importlib.metadata.metadata("segrl")
+    except importlib.metadata.PackageNotFoundError:
+        raise TrackingError(
+            f"cannot make segrl's wheel for the model: {package} is neither in a checkout with its "
+            "pyproject.toml nor installed (pip install segrl's folder)"
+        ) from None
+    return [
+        *(f"Provides-Extra: {e}" for e in installed.get_all("Provides-Extra") or []),
+        *(f"Requires-Dist: {r}" for r in installed.get_all("Requires-Dist") or []),
+    ]
+
+
+def _digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

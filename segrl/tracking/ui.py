@@ -1,91 +1,230 @@
-"""The MLflow UI on segrl's store: the view of an experiment's runs it opens with (the standard
-metrics as columns, best boundary F1 first), the link to that view, and the server ``segrl ui``
-starts and stops."""
+"""The MLflow UI on segrl's store: the view of an experiment's runs it opens with (what each run
+trained on and was scored against beside the standard metrics, runs grouped by corpus and gold set,
+best boundary F1 first, MLflow's classic model-training pages), the link to that view, and the server
+``segrl ui`` starts and stops.
+
+MLflow keeps a person's view of a runs table (its columns, its grouping) in the browser's local
+storage, and opens a view kept on the server (an experiment tag) only with a "shared view" banner.
+So ``segrl ui`` serves MLflow with segrl's MLflow app (``mlflow server --app-name segrl``), which adds
+one page: it gives the browser segrl's view the first time it opens an experiment's runs from it
+(later changes are the person's own), then goes on to MLflow's runs table. The same view is a
+saved view of every experiment (MLflow's *Views* menu) for those who open the UI another way."""
 
 from __future__ import annotations
 
 import contextlib
+import html
+import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
+import urllib.parse
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, COVERED_FRACTION, GOLD_WORDS
 from segrl.tracking.store import DEFAULT_EXPERIMENT, ensure_reachable, tracking_uri
-from segrl.tracking.tags import KIND_TAG
+from segrl.tracking.tags import CORPUS_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG, KIND_TAG
 
 EXPERIMENT_KIND_TAG, RUNS_KIND = "mlflow.experimentKind", "custom_model_development"
 """The experiment tag that marks an experiment as model development (runs, not GenAI traces)."""
-VIEW_KEY = "segrl"
+VIEW_KEY, VIEW_NAME = "segrl", "segrl: by corpus and gold"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
-"""A view of the runs table that the MLflow UI opens with ``?viewStateShareKey=segrl``."""
+"""segrl's view as a saved view of the experiment: MLflow's *Views* menu lists it by its name."""
 VIEW_COLUMNS = (
-    "boundary_f1",
-    "boundary_precision",
-    "boundary_recall",
-    "units_per_char",
-    "morph_f1",
+    f"tags.`{CORPUS_TAG}`",
+    f"tags.`{GOLD_TAG}`",
+    f"tags.`{GOLD_LANGUAGE_TAG}`",
+    f"metrics.`{GOLD_WORDS}`",
+    f"metrics.`{COVERED_FRACTION}`",
+    *(f"metrics.`{name}`" for name in COMPARE_COLUMNS),
+    f"tags.`{KIND_TAG}`",
 )
+"""The runs table's columns: the corpus, the gold set, its language and size (words), the share of
+it a predictions file covers (``segrl evaluate --predictions``), the metrics ``segrl compare``
+shows (MLflow shows those some run logged), the kind."""
+VIEW_GROUPS = (CORPUS_TAG, GOLD_TAG)
+"""The runs are grouped by corpus and gold set: scores on different data are never ranked together.
+A group's row shows the best of each metric in it."""
+RUN_NAME_COLUMN = "attributes.`Run Name`"
+"""Wide enough for a group's name (its corpus and gold set) and an agent's run name."""
+ORDER = {"orderByKey": f"metrics.`{BOUNDARY_F1}`", "orderByAsc": "false"}
+CLASSIC = {"workflowType": "machine_learning"}
+"""MLflow's model-training pages (its sidebar and tabs) rather than its GenAI ones."""
+APP_NAME = "segrl"
+"""segrl's MLflow app (the ``mlflow.app`` entry point): MLflow's server plus the page below."""
+VIEW_ROUTE = "/segrl/runs/<experiment_id>"
+_EXPERIMENT_ID = re.compile(r"[0-9A-Za-z_-]{1,64}")
+_STORAGE_VERSION = "1.1"
+"""MLflow's local-storage format of a runs table's view (``MLflowLocalStorage-1.1-...``)."""
+
+
+def runs_view() -> dict[str, Any]:
+    """segrl's view of a runs table as MLflow's UI keeps it: columns, grouping and order."""
+    group_by = {
+        "aggregateFunction": "max",
+        "groupByKeys": [{"mode": "tag", "groupByData": tag} for tag in VIEW_GROUPS],
+    }
+    return {
+        "selectedColumns": list(VIEW_COLUMNS),
+        "columnOrder": [RUN_NAME_COLUMN, *VIEW_COLUMNS],
+        "columnWidths": {
+            RUN_NAME_COLUMN: 300,
+            **{f"tags.`{tag}`": 170 for tag in (CORPUS_TAG, GOLD_TAG)},
+        },
+        "groupBy": group_by,
+        "orderByKey": ORDER["orderByKey"],
+        "orderByAsc": False,
+    }
 
 
 def prepare_experiment_view(client: MlflowClient, experiment: Any) -> None:
-    """Tag ``experiment`` so that the MLflow UI shows its runs with the standard metrics as columns,
-    best boundary F1 first (``runs_table_url`` links that view); tags already there are kept."""
+    """Tag ``experiment`` as model development (MLflow opens it on its runs, not its traces) and give
+    it segrl's view as a saved view; tags already there are kept, an older segrl view is replaced."""
     tags = experiment.tags or {}
     if EXPERIMENT_KIND_TAG not in tags:
         client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, RUNS_KIND)
-    if VIEW_TAG not in tags:
-        columns = [f"metrics.`{name}`" for name in VIEW_COLUMNS]
-        view = {
-            "selectedColumns": [*columns, f"tags.`{KIND_TAG}`"],
-            "orderByKey": "metrics.`boundary_f1`",
-            "orderByAsc": False,
+    try:
+        saved = json.loads(json.loads(tags[VIEW_TAG])["state"])
+    except (KeyError, TypeError, ValueError):
+        saved = None
+    if saved != runs_view():
+        now = int(time.time() * 1000)
+        envelope = {
+            "name": VIEW_NAME,
+            "createdAt": now,
+            "updatedAt": now,
+            "state": json.dumps(runs_view()),
         }
-        client.set_experiment_tag(experiment.experiment_id, VIEW_TAG, json.dumps(view))
+        client.set_experiment_tag(experiment.experiment_id, VIEW_TAG, json.dumps(envelope))
 
 
-def runs_table_url(base: str, experiment: str = DEFAULT_EXPERIMENT, uri: str | None = None) -> str:
-    """The MLflow UI's page of ``experiment``'s runs in segrl's view (``base`` alone where the
-    experiment does not exist yet)."""
+def runs_table_url(
+    base: str, experiment: str = DEFAULT_EXPERIMENT, uri: str | None = None, app: bool = False
+) -> str:
+    """The link to ``experiment``'s runs in segrl's view (``base`` alone where the experiment does
+    not exist yet): with ``app`` (a server with segrl's MLflow app) its page that opens the view,
+    else MLflow's runs table in the classic pages, best boundary F1 first."""
     client = MlflowClient(uri or tracking_uri())
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return base
     prepare_experiment_view(client, found)
-    return f"{base}/#/experiments/{found.experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+    if app:
+        return base + VIEW_ROUTE.replace("<experiment_id>", found.experiment_id)
+    return base + _runs_table_path(found.experiment_id)
 
 
-def ui_command(host: str = "127.0.0.1", port: int = 5000, uri: str | None = None) -> list[str]:
-    """The command that serves the MLflow UI on the same store as ``segrl``'s runs."""
+def _runs_table_path(experiment_id: str) -> str:
+    return f"/#/experiments/{experiment_id}/runs?{urllib.parse.urlencode({**CLASSIC, **ORDER})}"
+
+
+def view_page(experiment_id: str) -> str:
+    """The page ``VIEW_ROUTE`` serves: in the browser's local storage it sets segrl's view of the
+    experiment's runs, unless this page set it there before (a person's own changes stay), and the
+    classic pages unless a choice is there; then it opens the runs table."""
+    if not _EXPERIMENT_ID.fullmatch(experiment_id):
+        raise ValueError(f"not an experiment ID: {experiment_id!r}")
+    view = runs_view()
+    table = {k: v for k, v in view.items() if not k.startswith("orderBy")}  # the order: in the link
+    scope = json.dumps([experiment_id])
+    settings = {
+        "view": [
+            f"MLflowLocalStorage-{_STORAGE_VERSION}-ExperimentPage-{scope}-ReactComponentState",
+            table,
+        ],
+        "given": f"segrl.view_given_v1.{experiment_id}",
+        "defaults": {
+            "mlflow.workflowType_v1": CLASSIC["workflowType"],
+            "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": True,
+        },
+        "next": _runs_table_path(experiment_id),
+    }
+    data = json.dumps(settings).replace("<", "\\u003c")
+    return (
+        "<!doctype html><meta charset=utf-8><title>segrl runs</title>"
+        f"<p>Opening the runs of experiment {html.escape(experiment_id)}&hellip;</p>"
+        "<script>const s = " + data + ";\n"
+        "const store = window.localStorage;\n"
+        "if (store.getItem(s.given) === null) {\n"
+        "  const [key, view] = s.view;\n"
+        "  const kept = JSON.parse(store.getItem(key) || '{}');\n"
+        "  store.setItem(key, JSON.stringify({...kept, ...view}));\n"
+        "  store.setItem(s.given, 'true');\n"
+        "}\n"
+        "for (const [key, value] of Object.entries(s.defaults)) {\n"
+        "  if (store.getItem(key) === null) store.setItem(key, JSON.stringify(value));\n"
+        "}\n"
+        "window.location.replace(s.next);</script>"
+    )
+
+
+def create_app() -> Any:
+    """segrl's MLflow app (``mlflow server --app-name segrl``): MLflow's own server with
+    ``VIEW_ROUTE`` added; the ASGI app under uvicorn (MLflow's default), else the Flask app."""
+    from flask import Response, abort
+    from mlflow.environment_variables import _MLFLOW_SGI_NAME
+    from mlflow.server import app as flask_app
+
+    def page(experiment_id: str) -> Response:
+        try:
+            return Response(view_page(experiment_id), mimetype="text/html")
+        except ValueError:
+            abort(404)
+
+    if "segrl_view" not in flask_app.view_functions:
+        flask_app.add_url_rule(VIEW_ROUTE, "segrl_view", page)
+    if _MLFLOW_SGI_NAME.get() == "uvicorn":
+        from mlflow.server.fastapi_app import app
+
+        return app
+    return flask_app
+
+
+def app_installed() -> bool:
+    """Whether MLflow finds segrl's app (segrl installed with its entry points)."""
+    return any(e.name == APP_NAME for e in importlib.metadata.entry_points(group="mlflow.app"))
+
+
+def ui_command(
+    host: str = "127.0.0.1", port: int = 5000, uri: str | None = None, app: bool = False
+) -> list[str]:
+    """The command that serves the MLflow UI on the same store as ``segrl``'s runs (``app``: with
+    segrl's MLflow app)."""
     uri = uri or tracking_uri()
-    return [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "ui",
-        "--backend-store-uri",
-        uri,
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
+    command += ["--host", host, "--port", str(port)]
+    return command + (["--app-name", APP_NAME] if app else [])
 
 
 def run_ui(host: str = "127.0.0.1", port: int = 5000) -> int:
     """Serve the MLflow UI until interrupted (the same store ``segrl`` logs to)."""
     uri = tracking_uri()
     if uri.startswith(("http://", "https://")):
-        print(f"MLFLOW_TRACKING_URI points at a server already: open {uri} in a browser.")
+        url = runs_table_url(uri.rstrip("/"), uri=uri)
+        print(
+            f"MLFLOW_TRACKING_URI points at a server already: open {url} (segrl's view of the "
+            f"runs is '{VIEW_NAME}' in the runs table's Views menu)."
+        )
         return 0
     ensure_reachable(uri)
-    url = runs_table_url(f"http://{host}:{port}", uri=uri)
+    app = app_installed()
+    if not app:
+        print(
+            "segrl's MLflow app is not installed, so the runs table opens with MLflow's own columns "
+            f"(pick '{VIEW_NAME}' in its Views menu); reinstall segrl (pip install -e .) to open "
+            "segrl's view directly.",
+            file=sys.stderr,
+        )
+    url = runs_table_url(f"http://{host}:{port}", uri=uri, app=app)
     print(f"MLflow UI for {uri} (Ctrl-C stops it); the segrl runs: {url}", flush=True)
     # its own process group: the server and every worker it starts stop together
-    server = subprocess.Popen(ui_command(host, port, uri), start_new_session=True)
+    server = subprocess.Popen(ui_command(host, port, uri, app), start_new_session=True)
 
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt

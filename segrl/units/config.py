@@ -29,8 +29,8 @@ from segrl.config import (
     GoldConfig,
     TrackingConfig,
     build_config,
-    check_choices,
     read_toml,
+    validate_config,
 )
 from segrl.errors import ConfigError
 from segrl.units.noise import NOISE_KINDS, NoiseKind
@@ -46,8 +46,11 @@ class UnitsTrainConfig:
     """How a unit model is trained (defaults: a CPU-sized run on the bundled corpus)."""
 
     steps: int = 3000
+    """Updates in all (the schedule cools down over them)."""
     batch_size: int = 32
+    """Sentences per update."""
     lr: float = 1e-3
+    """Peak learning rate."""
     optimizer: Optimizer = "radam"
     """radam (the NVIB paper's), adam or adamw."""
     weight_decay: float = 0.0
@@ -59,6 +62,7 @@ class UnitsTrainConfig:
     deletion_prob: float = 0.1
     """Denoising: each input character is deleted with this probability, re-drawn every batch."""
     seed: int = 0
+    """Seed of the model's initialisation, the noise and the order of sentences."""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N."""
     precision: Precision = "fp32"
@@ -99,6 +103,7 @@ class UnitsConfig:
     """``segrl units train``: one unit model, trained and evaluated, logged to MLflow."""
 
     model: str = "transformer"
+    """The unit model, by its name in ``segrl.units.registry.UNIT_MODELS``."""
     out: str | None = None
     """The run folder: checkpoints and the trained model; None: ``runs/units/<run name or model>``.
     A run whose folder holds a checkpoint of the same config resumes from it."""
@@ -110,6 +115,33 @@ class UnitsConfig:
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    def check(self, prefix: str) -> None:
+        """Values that would only fail later, mid-run (``segrl.config.validate_config`` checks the
+        choices and the model's ``arch`` and calls this)."""
+        t, e = self.train, self.eval
+        checks = [
+            (t.steps >= 1, f"train.steps must be at least 1, got {t.steps}"),
+            (t.batch_size >= 1, f"train.batch_size must be at least 1, got {t.batch_size}"),
+            (e.batch_size >= 1, f"eval.batch_size must be at least 1, got {e.batch_size}"),
+            (t.lr > 0, f"train.lr must be positive, got {t.lr}"),
+            (
+                0 <= t.deletion_prob < 1,
+                f"train.deletion_prob must be in [0, 1), got {t.deletion_prob}",
+            ),
+            (t.warmup_steps >= 0, f"train.warmup_steps must be >= 0, got {t.warmup_steps}"),
+            (
+                min(t.log_every, t.eval_every, t.checkpoint_every) >= 1,
+                "train.log_every, eval_every and checkpoint_every must be at least 1",
+            ),
+            (
+                all(0 <= r < 1 for r in e.robustness_rates),
+                "eval.robustness_rates must be in [0, 1)",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(prefix + message)
 
     @property
     def run_folder(self) -> Path:
@@ -156,41 +188,10 @@ def build_units_config(
     overrides["model"] = model
     config = build_config(units_config_class(model), path, overrides, overrides_from)
     try:
-        validate_units_config(config)
+        validate_config(config)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}" if from_file_only else str(e)) from None
     return config
-
-
-def validate_units_config(config: UnitsConfig) -> None:
-    """Raise ``ConfigError`` for values that would only fail later, mid-run."""
-    t = config.train
-    checks = [
-        (t.steps >= 1, f"train.steps must be at least 1, got {t.steps}"),
-        (t.batch_size >= 1, f"train.batch_size must be at least 1, got {t.batch_size}"),
-        (
-            config.eval.batch_size >= 1,
-            f"eval.batch_size must be at least 1, got {config.eval.batch_size}",
-        ),
-        (t.lr > 0, f"train.lr must be positive, got {t.lr}"),
-        (0 <= t.deletion_prob < 1, f"train.deletion_prob must be in [0, 1), got {t.deletion_prob}"),
-        (t.warmup_steps >= 0, f"train.warmup_steps must be >= 0, got {t.warmup_steps}"),
-        (
-            min(t.log_every, t.eval_every, t.checkpoint_every) >= 1,
-            "train.log_every, eval_every and checkpoint_every must be at least 1",
-        ),
-        (
-            all(0 <= r < 1 for r in config.eval.robustness_rates),
-            "eval.robustness_rates must be in [0, 1)",
-        ),
-    ]
-    check_choices(config)
-    for ok, message in checks:
-        if not ok:
-            raise ConfigError(message)
-    check = getattr(config.arch, "validate", None)
-    if check is not None:
-        check()
 
 
 def _model_in_file(path: Path) -> str | None:

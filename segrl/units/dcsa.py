@@ -33,7 +33,6 @@ from typing import Literal
 import torch
 from torch import nn
 
-from segrl.config import check_choices
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
 from segrl.units.base import AutoencoderBatch, Encoding, LossOutput, UnitModel
@@ -162,22 +161,23 @@ class DCSAConfig(UnitVectorConfig):
     are then noise to it, the reconstruction closes them, and closed slots get no gradient back.
     Evaluation always uses the test-time gates, during the warm-up too."""
 
-    def validate(self) -> None:
-        check_choices(self, "arch.")
+    def check(self, prefix: str) -> None:
         if self.slots < 1 or self.iterations < 1:
-            raise ConfigError("arch.slots and arch.iterations must be at least 1")
+            raise ConfigError(f"{prefix}slots and {prefix}iterations must be at least 1")
         if self.slot_scale <= 0:
-            raise ConfigError(f"arch.slot_scale must be positive, got {self.slot_scale}")
+            raise ConfigError(f"{prefix}slot_scale must be positive, got {self.slot_scale}")
         if self.slot_sigma <= 0:
-            raise ConfigError(f"arch.slot_sigma must be positive, got {self.slot_sigma}")
+            raise ConfigError(f"{prefix}slot_sigma must be positive, got {self.slot_sigma}")
         if self.sparsity_ratio is not None and self.sparsity_ratio <= 0:
-            raise ConfigError(f"arch.sparsity_ratio must be positive, got {self.sparsity_ratio}")
+            raise ConfigError(f"{prefix}sparsity_ratio must be positive, got {self.sparsity_ratio}")
         if not (self.beta > 0 and self.eps > 0):
-            raise ConfigError("arch.beta and arch.eps must be positive")
+            raise ConfigError(f"{prefix}beta and {prefix}eps must be positive")
         if not 0 <= self.gate_warmup < 1:
-            raise ConfigError(f"arch.gate_warmup must be in [0, 1), got {self.gate_warmup}")
+            raise ConfigError(f"{prefix}gate_warmup must be in [0, 1), got {self.gate_warmup}")
         if min(self.lambda_start, self.lambda_limit) < 0 or self.lambda_ratio <= 0:
-            raise ConfigError("arch.lambda_start and lambda_limit must be >= 0, lambda_ratio > 0")
+            raise ConfigError(
+                f"{prefix}lambda_start and lambda_limit must be >= 0, lambda_ratio > 0"
+            )
 
 
 class DCSAAutoencoder(UnitVectorAutoencoder):
@@ -269,9 +269,9 @@ class StrideConfig(UnitVectorConfig):
 
     stride: int = 6
 
-    def validate(self) -> None:
+    def check(self, prefix: str) -> None:
         if self.stride < 1:
-            raise ConfigError(f"arch.stride must be at least 1, got {self.stride}")
+            raise ConfigError(f"{prefix}stride must be at least 1, got {self.stride}")
 
 
 class StrideAutoencoder(UnitVectorAutoencoder):

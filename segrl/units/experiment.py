@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from segrl.config import build_config, flatten_config
+from segrl.config import build_config, flatten_config, validate_config
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.vocab import CharVocab
 from segrl.runtime import resolve_device
 from segrl.tracking.runs import log_figure, log_segmenter, set_tags, start_run
 from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel
-from segrl.units.config import UnitsConfig, validate_units_config
+from segrl.units.config import UnitsConfig
 from segrl.units.evaluation import evaluate_unit_model, unit_samples
 from segrl.units.plots import attention_figure, attention_maps
 from segrl.units.robustness import log_robustness, robustness_curves
@@ -110,5 +110,5 @@ def _with_overrides(config: UnitsConfig, overrides: dict[str, Any]) -> UnitsConf
     """``config`` with dotted ``overrides`` applied (None values skipped), checked as a file's are."""
     values = {**flatten_config(config), **overrides}
     updated = build_config(type(config), None, values)
-    validate_units_config(updated)
+    validate_config(updated)
     return updated

@@ -21,7 +21,7 @@ character whose argmax is the prior belongs to a run keyed by the prior like any
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -67,7 +67,7 @@ class NVIBConfig(TransformerConfig):
     threshold: float = THRESHOLD
     kl_anneal_start: float = 0.3
     kl_anneal_end: float = 0.6
-    layer_weighting: str = "linear"
+    layer_weighting: Literal["linear", "uniform"] = "linear"
     """linear (beta_l = l / sum l, the paper's) or uniform."""
     exact_eval_attention: bool = False
     """Keep the query-variance term the paper's test-time attention drops (the exact posterior mean)."""
@@ -93,32 +93,30 @@ class NVIBConfig(TransformerConfig):
     """Test-time attention as the training function at z = mu, pi = alpha / alpha_0 (no variance
     terms): the same function the layer computes in training, without the noise."""
 
-    def validate(self) -> None:
+    def check(self, prefix: str) -> None:
         if not 1 <= self.nvib_layers <= self.encoder_layers:
             raise ConfigError(
-                f"arch.nvib_layers must be between 1 and arch.encoder_layers ({self.encoder_layers}), "
+                f"{prefix}nvib_layers must be between 1 and {prefix}encoder_layers ({self.encoder_layers}), "
                 f"got {self.nvib_layers}"
             )
-        if self.layer_weighting not in ("linear", "uniform"):
-            raise ConfigError(
-                f"arch.layer_weighting must be linear or uniform, got {self.layer_weighting!r}"
-            )
         if min(self.lambda_d, self.lambda_g, self.alpha_delta, self.threshold) < 0:
-            raise ConfigError("arch.lambda_d, lambda_g, alpha_delta and threshold must be >= 0")
+            raise ConfigError(f"{prefix}lambda_d, lambda_g, alpha_delta and threshold must be >= 0")
         if self.prior_alpha <= 0:
-            raise ConfigError(f"arch.prior_alpha must be above 0, got {self.prior_alpha}")
+            raise ConfigError(f"{prefix}prior_alpha must be above 0, got {self.prior_alpha}")
         if self.identity_init and (not self.quadratic_alpha or self.alpha_skip):
             raise ConfigError(
-                "arch.identity_init needs arch.quadratic_alpha = true and arch.alpha_skip = false "
+                f"{prefix}identity_init needs {prefix}quadratic_alpha = true and {prefix}alpha_skip = false "
                 "(the |x|^2 term makes the identity; the skip connection would add the previous "
                 "layer's pseudo-counts and break it)"
             )
         if self.exact_eval_attention and self.simplified_eval_attention:
             raise ConfigError(
-                "choose one of arch.exact_eval_attention and arch.simplified_eval_attention"
+                f"choose one of {prefix}exact_eval_attention and {prefix}simplified_eval_attention"
             )
         if self.clip_alpha and not (0 < self.clip_epsilon < 1 < self.clip_omega):
-            raise ConfigError("arch.clip_epsilon must be in (0, 1) and arch.clip_omega above 1")
+            raise ConfigError(
+                f"{prefix}clip_epsilon must be in (0, 1) and {prefix}clip_omega above 1"
+            )
 
 
 class NVIBEncoderLayer(nn.Module):

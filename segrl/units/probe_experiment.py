@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from segrl.config import DataConfig
+from segrl.config import DataConfig, validate_config
 from segrl.data import load_corpus
 from segrl.errors import ConfigError
 from segrl.runtime import seed_everything
@@ -38,7 +38,7 @@ def run_probes(
     threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Probe each saved model folder (and its untrained control); returns the table's rows."""
-    config.validate()
+    validate_config(config)
     if not folders:
         raise ConfigError("give at least one model folder written by `segrl units train`")
     if threads:

@@ -22,8 +22,10 @@ reports the best mean test loss over its epochs.
 from __future__ import annotations
 
 import random
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
@@ -44,31 +46,38 @@ UNKNOWN = 1
 """Label of target units not seen in the probe's training sentences."""
 
 
+ProbeTarget = Literal["bpe", "morfessor"]
+"""The segmenters a probe may target, in the order of ``TARGETS``."""
+
+
 @dataclass
 class ProbeConfig:
     """How the probes are trained (defaults: a CPU-sized run)."""
 
-    targets: list[str] = field(default_factory=lambda: ["bpe", "morfessor"])
+    targets: list[ProbeTarget] = field(default_factory=lambda: ["bpe", "morfessor"])
     """bpe (SentencePiece BPE) and/or morfessor (Morfessor Baseline), trained on the training split."""
     bpe_vocab_size: int = 5000
+    """Vocabulary of the BPE target."""
     train_sentences: int | None = 1000
     """Probe-training sentences (the first of the training split); None: all."""
     test_sentences: int | None = 500
     """Probe-test sentences (the first of the test split); None: all."""
     hidden: int = 128
     epochs: int = 20
+    """Epochs of the forward probe."""
     batch_size: int = 16
     lr: float = 1e-3
     reverse_epochs: int = 20
+    """Epochs of the reverse probe."""
     reverse_lr: float = 1e-3
     untrained: bool = True
     """Also probe an untrained model of each config (the control for the probe's own capacity)."""
     seed: int = 0
 
-    def validate(self) -> None:
-        unknown = set(self.targets) - set(TARGETS)
-        if unknown or not self.targets:
-            raise ConfigError(f"probe targets must be among {list(TARGETS)}, got {self.targets}")
+    def check(self, prefix: str) -> None:
+        if not self.targets:
+            names = ", ".join(typing.get_args(ProbeTarget))
+            raise ConfigError(f"{prefix}targets must name at least one of: {names}")
         if min(self.epochs, self.reverse_epochs, self.batch_size, self.hidden) < 1:
             raise ConfigError("probe epochs, reverse_epochs, batch_size and hidden must be >= 1")
         if min(self.lr, self.reverse_lr) <= 0:

@@ -43,7 +43,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from segrl.config import check_choices
+from segrl.config import validate_config
 from segrl.errors import ConfigError
 from segrl.units.base import Encoding, UnitModel
 from segrl.units.layers import CharEmbedding, EncoderLayer, FeedForward, masked_softmax
@@ -80,17 +80,16 @@ class SeqReduceConfig:
     max_len: int = 256
     """Input positions (the width of W^S); the longest sentence plus one must fit."""
 
-    def validate(self) -> None:
-        check_choices(self, "arch.")
+    def check(self, prefix: str) -> None:
         if not 0 < self.ratio <= 1:
-            raise ConfigError(f"arch.ratio must be in (0, 1], got {self.ratio}")
+            raise ConfigError(f"{prefix}ratio must be in (0, 1], got {self.ratio}")
         if self.attention_dim % self.heads:
             raise ConfigError(
-                f"arch.attention_dim ({self.attention_dim}) must be divisible by arch.heads "
+                f"{prefix}attention_dim ({self.attention_dim}) must be divisible by {prefix}heads "
                 f"({self.heads})"
             )
         if min(self.encoder_layers, self.decoder_layers) < 0:
-            raise ConfigError("arch.encoder_layers and arch.decoder_layers must be >= 0")
+            raise ConfigError(f"{prefix}encoder_layers and {prefix}decoder_layers must be >= 0")
 
     @property
     def max_latents(self) -> int:
@@ -172,7 +171,7 @@ class SeqReduceAutoencoder(UnitModel):
     def __init__(self, config: SeqReduceConfig, vocab_size: int):
         super().__init__(config, vocab_size)
         c = config
-        c.validate()
+        validate_config(c, "arch.")
         self.embedding = CharEmbedding(vocab_size, c.dim, c.max_len, c.dropout)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(c.dim, c.heads, c.feed_forward, c.dropout) for _ in range(c.encoder_layers)
