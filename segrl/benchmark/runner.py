@@ -24,6 +24,7 @@ from segrl.benchmark.report import format_markdown, format_text, plot_f1, summar
 from segrl.benchmark.suite import Suite
 from segrl.data.corpus import corpus_path
 from segrl.data.languages import gold_language
+from segrl.data.synthetic import is_synthetic
 from segrl.errors import ConfigError, TrackingError
 from segrl.files import check_writable_folder
 from segrl.tracking.runs import end_run_killed, log_artifact, log_metrics, start_run
@@ -65,7 +66,7 @@ def check_sources(suite: Suite) -> None:
     """Every language's corpus and gold set that is a path exists, before any cell starts: a
     ``ConfigError`` naming the suite, the language and the path otherwise."""
     for language in suite.languages:
-        gold = None if language.gold is None else Path(language.gold)
+        gold = None if language.gold is None or is_synthetic(language.gold) else Path(language.gold)
         for kind, path in (("corpus", corpus_path(language.corpus)), ("gold", gold)):
             if path is None or path.exists():
                 continue

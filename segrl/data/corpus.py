@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from segrl.config import CorpusFormat, DataConfig, check_choices
+from segrl.data.synthetic import is_synthetic, synthetic_lines
 from segrl.data.vocab import CharVocab
 from segrl.data.wordlists import (
     WORDFREQ_PREFIX,
@@ -220,8 +221,8 @@ def _check_not_all_placeholder(
 
 def corpus_path(corpus: str | None) -> Path | None:
     """The file or folder a corpus source names; None for the bundled corpus and for the named
-    sources, ``wordfreq:LANG`` and ``hf:NAME``."""
-    if corpus is None or corpus.startswith((WORDFREQ_PREFIX, HF_PREFIX)):
+    sources, ``wordfreq:LANG``, ``hf:NAME`` and ``synthetic:SEED``."""
+    if corpus is None or corpus.startswith((WORDFREQ_PREFIX, HF_PREFIX)) or is_synthetic(corpus):
         return None
     return Path(corpus)
 
@@ -233,7 +234,7 @@ def corpus_format(corpus: str | None, declared: CorpusFormat = "auto") -> str:
         return "wordfreq"
     if declared != "auto":
         return declared
-    if corpus is None or corpus.startswith(HF_PREFIX):
+    if corpus is None or corpus.startswith(HF_PREFIX) or is_synthetic(corpus):
         return "text"
     return detect_format(_source_lines(corpus))
 
@@ -415,6 +416,8 @@ def _source_lines(corpus: str | None) -> Iterator[tuple[str, int, str]]:
         return _bundled_lines()
     if corpus.startswith(HF_PREFIX):
         return _hf_lines(corpus[len(HF_PREFIX) :])
+    if is_synthetic(corpus):
+        return synthetic_lines(corpus)
     return read_lines(corpus)
 
 
