@@ -152,3 +152,25 @@ def test_attention_weight_dropout_acts_in_training_only():
     no_dropout = Attention(8, heads=2)
     no_dropout.load_state_dict(attention.state_dict())
     torch.testing.assert_close(no_dropout.train()(x, x)[0], eval_output)
+
+
+def test_a_saved_model_is_evaluated_with_another_read_out_and_the_same_weights():
+    from segrl.errors import ConfigError
+    from segrl.units.config import build_units_config
+    from segrl.units.experiment import _rebuilt
+    from segrl.units.nvib_model import NVIBAutoencoder, NVIBEncoderLayer
+
+    tiny = {"arch.dim": 16, "arch.feed_forward": 16, "arch.encoder_layers": 2}
+    saved = build_units_config("nvib", None, {**tiny, "arch.nvib_layers": 1})
+    model = NVIBAutoencoder(saved.arch, vocab_size=12)
+    v2 = build_units_config(
+        "nvib", None, {**tiny, "arch.nvib_layers": 1, "arch.eval_log_variance_weight": 1.0}
+    )
+    rebuilt = _rebuilt(model, v2, 12, "folder")
+    assert [layer.log_variance_weight for layer in rebuilt.encoder_layers[1:]] == [1.0]
+    assert isinstance(rebuilt.encoder_layers[1], NVIBEncoderLayer)
+    for (name, a), b in zip(model.state_dict().items(), rebuilt.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    wider = build_units_config("nvib", None, {**tiny, "arch.nvib_layers": 1, "arch.dim": 32})
+    with pytest.raises(ConfigError, match="change the model's weights"):
+        _rebuilt(model, wider, 12, "folder")
