@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from segrl.config import build_config, flatten_config
-from segrl.errors import ConfigError
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.vocab import CharVocab
+from segrl.errors import ConfigError
 from segrl.runtime import resolve_device
 from segrl.tracking.runs import log_figure, log_segmenter, set_tags, start_run
 from segrl.tracking.tags import KIND_TAG
