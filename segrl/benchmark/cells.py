@@ -28,6 +28,7 @@ from segrl.benchmark.suite import Language, System
 from segrl.data.corpus import BUNDLED_CORPUS
 from segrl.data.gold import BUNDLED_GOLD
 from segrl.data.segmented import is_segmented
+from segrl.data.synthetic import GENERATOR_VERSION, is_synthetic
 from segrl.metrics import POSTERIOR_PREFIX
 
 METRICS = (
@@ -216,11 +217,14 @@ def _tail(log: Path, lines: int = 3) -> str:
 
 def source_hash(spec: str | None, kind: str) -> str:
     """A short hash of a corpus or gold source: the bytes of its file(s), the bundled file's, or, for
-    ``wordfreq:LANG``, the name and wordfreq's version (its data ships with that version)."""
+    ``wordfreq:LANG``, the name and wordfreq's version (its data ships with that version); for
+    ``synthetic:SEED``, the spec and the generator's version."""
     h = hashlib.sha256()
     if spec is None:
         name = BUNDLED_CORPUS if kind == "corpus" else BUNDLED_GOLD
         h.update(resources.files("segrl.data").joinpath("bundled", name).read_bytes())
+    elif is_synthetic(spec):  # made from its spec by the generator
+        h.update(f"{spec}:{GENERATOR_VERSION}".encode())
     elif spec.startswith("wordfreq:"):
         try:
             h.update(f"{spec}:{metadata.version('wordfreq')}".encode())

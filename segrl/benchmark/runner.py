@@ -37,6 +37,7 @@ from segrl.data.segmented import (
     segmented_location,
     split_files,
 )
+from segrl.data.synthetic import is_synthetic
 from segrl.errors import ConfigError, TrackingError
 from segrl.files import check_writable_folder
 from segrl.tracking.runs import end_run_killed, log_artifact, log_metrics, start_run
@@ -87,7 +88,7 @@ def check_sources(suite: Suite) -> None:
                     f"suite {suite.name}, language {language.name!r}: a segmented corpus is its "
                     "own gold (its spaces); leave out its gold"
                 )
-        gold = None if language.gold is None else Path(language.gold)
+        gold = None if language.gold is None or is_synthetic(language.gold) else Path(language.gold)
         for kind, path in (("corpus", corpus_path(language.corpus)), ("gold", gold)):
             if path is None or path.exists():
                 continue

@@ -107,6 +107,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_data_args(evaluate)
     add_gold_args(evaluate)
     FlagTable(UNITS, (Flag("--experiment", "tracking.experiment", str, "NAME"),)).add_to(evaluate)
+    evaluate.add_argument(
+        "--set",
+        dest="_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a saved model's config option by its dotted key before evaluating, e.g. --set "
+        "arch.eval_log_variance_weight=1.0 (test-time options only: the weights stay the model's)",
+    )
     evaluate.set_defaults(func=run_eval)
 
     probe = units.add_parser(
@@ -240,7 +249,7 @@ def run_finetune(args: argparse.Namespace) -> int:
 def run_eval(args: argparse.Namespace) -> int:
     from segrl.units.experiment import evaluate_saved_models
 
-    overrides = flag_overrides(args)
+    overrides = {**parse_set(args._set), **flag_overrides(args)}
     experiment = overrides.pop("tracking.experiment", None)
     results = evaluate_saved_models(args.folders, overrides, experiment)
     for result in results:

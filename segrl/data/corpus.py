@@ -30,6 +30,7 @@ from segrl.data.segmented import (
     segmented_location,
     split_files,
 )
+from segrl.data.synthetic import is_synthetic, synthetic_lines
 from segrl.data.vocab import CharVocab
 from segrl.data.wordlists import (
     WORDFREQ_PREFIX,
@@ -280,8 +281,10 @@ def _check_not_all_placeholder(
 
 def corpus_path(corpus: str | None) -> Path | None:
     """The file or folder a corpus source names; None for the bundled corpus and for the named
-    sources, ``wordfreq:LANG``, ``hf:NAME`` and segmented corpora (``segmented:PATH``)."""
-    if corpus is None or corpus.startswith((WORDFREQ_PREFIX, HF_PREFIX, SEGMENTED_PREFIX)):
+    sources, ``wordfreq:LANG``, ``hf:NAME``, segmented corpora (``segmented:PATH``) and
+    ``synthetic:SEED``."""
+    named = (WORDFREQ_PREFIX, HF_PREFIX, SEGMENTED_PREFIX)
+    if corpus is None or corpus.startswith(named) or is_synthetic(corpus):
         return None
     return Path(corpus)
 
@@ -301,7 +304,7 @@ def corpus_format(corpus: str | None, declared: CorpusFormat = "auto") -> str:
         return "segmented"
     if declared != "auto":
         return declared
-    if corpus is None or corpus.startswith(HF_PREFIX):
+    if corpus is None or corpus.startswith(HF_PREFIX) or is_synthetic(corpus):
         return "text"
     return detect_format(_source_lines(corpus))
 
@@ -533,6 +536,8 @@ def _source_lines(corpus: str | None) -> Iterator[tuple[str, int, str]]:
         return _bundled_lines()
     if corpus.startswith(HF_PREFIX):
         return _hf_lines(corpus[len(HF_PREFIX) :])
+    if is_synthetic(corpus):
+        return synthetic_lines(corpus)
     return read_lines(corpus)
 
 

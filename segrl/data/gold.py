@@ -22,6 +22,7 @@ from pathlib import Path
 
 from segrl.data.corpus import Corpus, read_lines
 from segrl.data.languages import check_gold_language
+from segrl.data.synthetic import is_synthetic, synthetic_gold_entries
 from segrl.errors import ConfigError, DataError
 
 BUNDLED_GOLD = "sigmorphon2022_eng_word_dev_surface.tsv.gz"
@@ -37,7 +38,10 @@ class GoldWord:
 
 
 def read_gold(path: str | Path, lowercase: bool = True) -> list[GoldWord]:
-    """Read a gold file in either format (detected from its content); surface analyses only."""
+    """Read a gold file in either format (detected from its content); surface analyses only.
+    ``synthetic:SEED[,...]`` is the lexicon of that synthetic corpus with its pieces."""
+    if is_synthetic(str(path)):
+        return [GoldWord(word, (pieces,)) for word, pieces in synthetic_gold_entries(str(path))]
     lines = list(read_lines(path))
     return _parse(lines, str(path), lowercase)
 
@@ -144,7 +148,12 @@ def check_gold_fits(gold: Sequence[GoldWord], corpus: Corpus, gold_source: str |
     """Refuse a gold set in another language than the corpus (``check_gold_language``), or most of
     whose characters the corpus never has (another script): every segmenter would be scored on
     words it never saw, or on placeholders."""
-    check_gold_language(corpus.settings.get("source"), gold_source)
+    source = corpus.settings.get("source")
+    check_gold_language(source, gold_source)
+    if is_synthetic(source) and gold_source != source:
+        raise DataError(
+            f"{source}: a synthetic corpus is scored against its own lexicon: give --gold {source}"
+        )
     vocab = corpus.vocab
     chars = [c for g in gold for c in g.word if not c.isspace()]
     if not chars:

@@ -90,7 +90,8 @@ class UnitVectorAutoencoder(TransformerAutoencoder):
         c = config
         self.decoder = CharDecoder(
             vocab_size, c.dim, c.decoder_heads, c.feed_forward, c.decoder_layers, c.max_len + 1,
-            c.dropout, memory_dim=c.unit_dim,
+            c.dropout, memory_dim=c.unit_dim, attention_dropout=c.attention_dropout,
+            attention_init=c.attention_init,
         )  # fmt: skip
 
     def units(self, chars: Encoding, mask: torch.Tensor) -> Encoding:
@@ -162,6 +163,7 @@ class DCSAConfig(UnitVectorConfig):
     Evaluation always uses the test-time gates, during the warm-up too."""
 
     def check(self, prefix: str) -> None:
+        super().check(prefix)
         if self.slots < 1 or self.iterations < 1:
             raise ConfigError(f"{prefix}slots and {prefix}iterations must be at least 1")
         if self.slot_scale <= 0:
@@ -270,6 +272,7 @@ class StrideConfig(UnitVectorConfig):
     stride: int = 6
 
     def check(self, prefix: str) -> None:
+        super().check(prefix)
         if self.stride < 1:
             raise ConfigError(f"{prefix}stride must be at least 1, got {self.stride}")
 

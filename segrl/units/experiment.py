@@ -11,6 +11,7 @@ from typing import Any
 from segrl.config import build_config, flatten_config, validate_config
 from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.vocab import CharVocab
+from segrl.errors import ConfigError
 from segrl.runtime import resolve_device
 from segrl.tracking.runs import log_figure, log_segmenter, set_tags, start_run
 from segrl.tracking.tags import KIND_TAG
@@ -19,7 +20,7 @@ from segrl.units.config import UnitsConfig
 from segrl.units.evaluation import evaluate_unit_model, unit_samples
 from segrl.units.plots import attention_figure, attention_maps
 from segrl.units.robustness import log_robustness, robustness_curves
-from segrl.units.saving import load_unit_model
+from segrl.units.saving import build_model, load_unit_model
 
 UNITS_KIND = "units"
 """The ``segrl.kind`` of unit-model runs in ``segrl compare``."""
@@ -77,8 +78,10 @@ def evaluate_saved_models(
     models and robustness on, one more run (``robustness-comparison``) holds their curves together."""
     loaded = []
     for folder in folders:  # read every folder and input before anything is logged
-        model, vocab, config = load_unit_model(folder)
-        config = _with_overrides(config, overrides or {})
+        model, vocab, saved = load_unit_model(folder)
+        config = _with_overrides(saved, overrides or {})
+        if config.arch != saved.arch:
+            model = _rebuilt(model, config, len(vocab), folder)
         if experiment:
             config.tracking.experiment = experiment
         corpus = load_corpus(config.data)
@@ -104,6 +107,20 @@ def evaluate_saved_models(
         ):
             log_robustness({r.name: r.robustness for r in with_rows})
     return results
+
+
+def _rebuilt(model: UnitModel, config: UnitsConfig, vocab_size: int, folder) -> UnitModel:
+    """``model``'s weights in a model built with ``config.arch`` (options that change no weight,
+    e.g. the test-time attention's); a ``ConfigError`` if the weights do not fit it."""
+    rebuilt = build_model(config, vocab_size)
+    try:
+        rebuilt.load_state_dict(model.state_dict())
+    except RuntimeError:
+        raise ConfigError(
+            f"{folder}: the arch options given change the model's weights; at evaluation only "
+            "options that leave the weights as they are (test-time ones) can be changed"
+        ) from None
+    return rebuilt.eval()
 
 
 def _with_overrides(config: UnitsConfig, overrides: dict[str, Any]) -> UnitsConfig:

@@ -6,6 +6,11 @@ unit models need its pieces: a per-key bias (denoising attention adds ``log pi -
 keys and values that are not the queries' inputs, and the projection weights themselves (the NVIB
 test-time function maps queries into the space of the keys' inputs).
 
+Two options follow the reference NVIB code (which builds on ``torch.nn.MultiheadAttention``):
+``init="xavier"`` initialises the query/key/value projections as that module does (Xavier-uniform over
+the packed ``[3 D, D]`` weight, zero biases, zero output bias; ``"linear"``, the default, keeps
+``nn.Linear``'s), and ``dropout`` drops attention weights in training (after the softmax).
+
 Masks are boolean and True where a position is real (a character, a kept vector). A query whose keys
 are all masked gets weights of zero and an output of zero (plus the value bias): a defined output,
 never NaN.
@@ -14,10 +19,15 @@ never NaN.
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+AttentionInit = Literal["linear", "xavier"]
+"""Initialisations of ``Attention``'s projections: nn.Linear's defaults, or MultiheadAttention's."""
+ATTENTION_INITS: tuple[str, ...] = get_args(AttentionInit)
 
 
 def sinusoidal_positions(length: int, dim: int, device: torch.device | None = None) -> torch.Tensor:
@@ -52,12 +62,16 @@ class Attention(nn.Module):
     ``forward(queries [B, L, D], keys [B, S, D], key_mask [B, S] | None, key_bias [B, S] | None,
     causal)`` -> ``(output [B, L, D], weights [B, H, L, S])``. ``keys`` are also the values' inputs.
     ``key_bias`` is added to every head's logits for that key (shared by all queries and heads).
+    ``dropout`` drops attention weights in training; the returned weights are those before dropout.
+    ``init``: ``"linear"`` (nn.Linear's defaults) or ``"xavier"`` (``nn.MultiheadAttention``'s).
     """
 
-    def __init__(self, dim: int, heads: int = 1):
+    def __init__(self, dim: int, heads: int = 1, dropout: float = 0.0, init: str = "linear"):
         super().__init__()
         if dim % heads:
             raise ValueError(f"model dimension {dim} is not divisible by {heads} heads")
+        if init not in ATTENTION_INITS:
+            raise ValueError(f"unknown attention init {init!r}: use one of {ATTENTION_INITS}")
         self.dim = dim
         self.heads = heads
         self.head_dim = dim // heads
@@ -65,6 +79,20 @@ class Attention(nn.Module):
         self.key = nn.Linear(dim, dim)
         self.value = nn.Linear(dim, dim)
         self.out = nn.Linear(dim, dim)
+        self.weight_dropout = nn.Dropout(dropout)
+        if init == "xavier":
+            self.reset_like_multihead_attention()
+
+    @torch.no_grad()
+    def reset_like_multihead_attention(self) -> None:
+        """``nn.MultiheadAttention``'s initialisation: Xavier-uniform over the packed query/key/value
+        weight ``[3 D, D]`` (bound ``sqrt(6 / (4 D))``), zero query/key/value and output biases; the
+        output weight keeps nn.Linear's default."""
+        bound = math.sqrt(6.0 / (self.dim + 3 * self.dim))
+        for projection in (self.query, self.key, self.value):
+            projection.weight.uniform_(-bound, bound)
+            projection.bias.zero_()
+        self.out.bias.zero_()
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, L, D]`` -> ``[B, H, L, D/H]``."""
@@ -96,7 +124,8 @@ class Attention(nn.Module):
             allowed = torch.ones(length, size, dtype=torch.bool, device=logits.device).tril()
             mask = allowed if mask is None else mask & allowed
         weights = masked_softmax(logits, mask)  # [B, H, L, S]
-        output = self.out(self.merge_heads(weights @ v.to(weights.dtype)))  # [B, L, D]
+        mixed = self.weight_dropout(weights) @ v.to(weights.dtype)  # [B, H, L, Dh]
+        output = self.out(self.merge_heads(mixed))  # [B, L, D]
         return output, weights
 
 
@@ -117,12 +146,21 @@ class EncoderLayer(nn.Module):
     """Pre-LN self-attention layer: ``x + Attn(LN(x))``, then ``x + FF(LN(x))``.
 
     ``forward(x [B, L, D], mask [B, L])`` -> ``(x [B, L, D], weights [B, H, L, L])``.
+    ``attention_dropout`` and ``attention_init`` are ``Attention``'s ``dropout`` and ``init``.
     """
 
-    def __init__(self, dim: int, heads: int, hidden: int, dropout: float = 0.1):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        hidden: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        attention_init: str = "linear",
+    ):
         super().__init__()
         self.attention_norm = nn.LayerNorm(dim)
-        self.attention = Attention(dim, heads)
+        self.attention = Attention(dim, heads, attention_dropout, attention_init)
         self.feed_forward_norm = nn.LayerNorm(dim)
         self.feed_forward = FeedForward(dim, hidden, dropout)
         self.dropout = nn.Dropout(dropout)
@@ -138,12 +176,20 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Pre-LN decoder layer: causal self-attention, cross-attention over a memory, feed-forward."""
 
-    def __init__(self, dim: int, heads: int, hidden: int, dropout: float = 0.1):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        hidden: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        attention_init: str = "linear",
+    ):
         super().__init__()
         self.self_norm = nn.LayerNorm(dim)
-        self.self_attention = Attention(dim, heads)
+        self.self_attention = Attention(dim, heads, attention_dropout, attention_init)
         self.cross_norm = nn.LayerNorm(dim)
-        self.cross_attention = Attention(dim, heads)
+        self.cross_attention = Attention(dim, heads, attention_dropout, attention_init)
         self.feed_forward_norm = nn.LayerNorm(dim)
         self.feed_forward = FeedForward(dim, hidden, dropout)
         self.dropout = nn.Dropout(dropout)
@@ -213,6 +259,8 @@ class CharDecoder(nn.Module):
         max_len: int,
         dropout: float = 0.1,
         memory_dim: int | None = None,
+        attention_dropout: float = 0.0,
+        attention_init: str = "linear",
     ):
         super().__init__()
         self.embedding = CharEmbedding(vocab_size, dim, max_len, dropout)
@@ -220,7 +268,8 @@ class CharDecoder(nn.Module):
             nn.Linear(memory_dim, dim) if memory_dim not in (None, dim) else nn.Identity()
         )
         self.layers = nn.ModuleList(
-            DecoderLayer(dim, heads, hidden, dropout) for _ in range(layers)
+            DecoderLayer(dim, heads, hidden, dropout, attention_dropout, attention_init)
+            for _ in range(layers)
         )
         self.norm = nn.LayerNorm(dim)
         self.output = nn.Linear(dim, vocab_size)

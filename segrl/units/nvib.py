@@ -225,16 +225,20 @@ def denoising_attention_eval(
     params: DPParameters,
     threshold: float = THRESHOLD,
     exact: bool = False,
+    log_variance_weight: float = 0.5,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Test-time denoising self-attention of ``queries [B, L, P]`` over the posterior mean of
     ``params`` (mixture weights ``alpha / alpha_0`` after the threshold), per head::
 
         u        = q W_K                     (the query mapped into the components' space)
         s        = sqrt(d) + sigma^2         (d: key dimension per head)
-        logit_i  = u . (mu_i / s_i) - 1/2 |mu_i|^2_(1/s_i) - 1/2 sum log s_i + log(alpha_i / alpha_0)
+        logit_i  = u . (mu_i / s_i) - 1/2 |mu_i|^2_(1/s_i) - c sum log s_i + log(alpha_i / alpha_0)
                    [- 1/2 |u|^2_(1/s_i) with ``exact``]
         value_i  = (sigma_i^2 * u + sqrt(d) mu_i) / s_i
         output   = (sum_i softmax(logit)_i value_i) W_V + b_V, then the output projection
+
+    with ``c = log_variance_weight``: 1/2 in the paper's equation and the reference code's later
+    version, 1 in its v2.0 code.
 
     Returns ``(output [B, L, P], weights [B, H, L, S])``.
     """
@@ -253,7 +257,9 @@ def denoising_attention_eval(
             alpha.sum(-1, keepdim=True)
         )  # [B, S]
         key_bias = (
-            log_weight - 0.5 * (params.mu.pow(2) / s).sum(-1) - 0.5 * torch.log(s).sum(-1)
+            log_weight
+            - 0.5 * (params.mu.pow(2) / s).sum(-1)
+            - log_variance_weight * torch.log(s).sum(-1)
         )  # [B, S]
         logits = u @ (params.mu / s).transpose(-1, -2).unsqueeze(1)  # [B, H, L, S]
         logits = logits + key_bias[:, None, None, :]

@@ -69,6 +69,10 @@ class NVIBConfig(TransformerConfig):
     kl_anneal_end: float = 0.6
     layer_weighting: Literal["linear", "uniform"] = "linear"
     """linear (beta_l = l / sum l, the paper's) or uniform."""
+    eval_log_variance_weight: float = 0.5
+    """Weight of ``sum_h log s_ih`` in the test-time attention logits: 0.5 is the paper's equation
+    (and the reference code's later version); 1.0 the reference code's v2.0 (the code of the
+    stacked-NVIB paper)."""
     exact_eval_attention: bool = False
     """Keep the query-variance term the paper's test-time attention drops (the exact posterior mean)."""
     learn_prior_mean: bool = False
@@ -94,6 +98,11 @@ class NVIBConfig(TransformerConfig):
     terms): the same function the layer computes in training, without the noise."""
 
     def check(self, prefix: str) -> None:
+        super().check(prefix)
+        if self.eval_log_variance_weight < 0:
+            raise ConfigError(
+                f"{prefix}eval_log_variance_weight must be >= 0, got {self.eval_log_variance_weight}"
+            )
         if not 1 <= self.nvib_layers <= self.encoder_layers:
             raise ConfigError(
                 f"{prefix}nvib_layers must be between 1 and {prefix}encoder_layers ({self.encoder_layers}), "
@@ -133,12 +142,13 @@ class NVIBEncoderLayer(nn.Module):
         self.attention_norm = nn.LayerNorm(c.dim)
         clip = (c.clip_epsilon, c.clip_omega) if c.clip_alpha else None
         self.nvib = NVIBLayer(c.dim, c.learn_prior_mean, c.quadratic_alpha, clip, c.prior_alpha)
-        self.attention = Attention(c.dim, c.heads)
+        self.attention = Attention(c.dim, c.heads, c.attention_dropout, c.attention_init)
         self.feed_forward_norm = nn.LayerNorm(c.dim)
         self.feed_forward = FeedForward(c.dim, c.feed_forward, c.dropout)
         self.dropout = nn.Dropout(c.dropout)
         self.threshold = c.threshold
         self.exact = c.exact_eval_attention
+        self.log_variance_weight = c.eval_log_variance_weight
         self.simplified = c.simplified_eval_attention
 
     def forward(
@@ -154,7 +164,7 @@ class NVIBEncoderLayer(nn.Module):
             )
         else:
             attended, weights = denoising_attention_eval(
-                self.attention, h, params, self.threshold, self.exact
+                self.attention, h, params, self.threshold, self.exact, self.log_variance_weight
             )
         x = x + self.dropout(attended)
         x = x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from segrl.errors import ConfigError
 from segrl.units.base import Encoding, UnitModel
-from segrl.units.layers import CharDecoder, CharEmbedding, EncoderLayer
+from segrl.units.layers import AttentionInit, CharDecoder, CharEmbedding, EncoderLayer
 
 
 @dataclass
@@ -33,6 +34,18 @@ class TransformerConfig:
     max_len: int = 256
     """Longest sequence the position table covers (sentences are at most ``data.max_len`` chars;
     the decoder reads one more, ``<bos>``, and noise may insert characters)."""
+    attention_init: AttentionInit = "linear"
+    """Query/key/value projections of every attention: ``linear`` (nn.Linear's defaults) or
+    ``xavier`` (nn.MultiheadAttention's, as the reference NVIB code has: Xavier weights, zero
+    biases)."""
+    attention_dropout: float = 0.0
+    """Dropout on attention weights in training (the reference NVIB code's: 0.1)."""
+
+    def check(self, prefix: str) -> None:
+        if not 0.0 <= self.attention_dropout < 1.0:
+            raise ConfigError(
+                f"{prefix}attention_dropout must be in [0, 1), got {self.attention_dropout}"
+            )
 
 
 class TransformerAutoencoder(UnitModel):
@@ -49,13 +62,23 @@ class TransformerAutoencoder(UnitModel):
         )
         self.encoder_norm = nn.LayerNorm(c.dim)
         self.decoder = CharDecoder(
-            vocab_size, c.dim, c.heads, c.feed_forward, c.decoder_layers, c.max_len + 1, c.dropout
+            vocab_size,
+            c.dim,
+            c.heads,
+            c.feed_forward,
+            c.decoder_layers,
+            c.max_len + 1,
+            c.dropout,
+            attention_dropout=c.attention_dropout,
+            attention_init=c.attention_init,
         )
 
     def make_encoder_layer(self, index: int) -> nn.Module:
         """Encoder layer ``index`` (0-based); subclasses replace some layers."""
         c = self.config
-        return EncoderLayer(c.dim, c.heads, c.feed_forward, c.dropout)
+        return EncoderLayer(
+            c.dim, c.heads, c.feed_forward, c.dropout, c.attention_dropout, c.attention_init
+        )
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> Encoding:
         x = self.embedding(ids)  # [B, L, D]
