@@ -236,7 +236,7 @@ def test_a_table_flags_help_is_its_options_docstring_and_default(capsys):
     # LMConfig.context's docstring, and lm train's default for it (LMConfig's own is lstm)
     assert "--context KIND slm: what conditions each segment: lstm (an LSTM" in out
     assert "speller) (default: none)" in out
-    assert "--max-steps N Stop after this many updates in all (None: no limit)" in out
+    assert "--steps N Stop after this many updates in all (None: no limit)" in out
 
 
 def test_old_flag_names_and_flag_types_still_work():
@@ -258,6 +258,14 @@ def test_old_flag_names_and_flag_types_still_work():
     assert config.lm.model == "segment-lstm"  # the study's model: the flag changed only a size
     args = parser.parse_args(["units", "probe", "f", "--targets", "bpe", "--no-untrained"])
     assert (args.targets, args.untrained) == (["bpe"], False)
+    # lm train's budget is steps, as every job's; its old flag and key are read as it
+    from segrl.config import build_config
+    from segrl.lm.segmenter import LMTrainConfig
+
+    for flag in ("--steps", "--max-steps"):
+        args = parser.parse_args(["lm", "train", flag, "7"])
+        assert config_from_args(LMTrainConfig, args, lm_command=None).steps == 7
+    assert build_config(LMTrainConfig, None, {"max_steps": 9}).steps == 9
 
 
 def test_a_flag_of_the_other_agent_is_refused_by_name():

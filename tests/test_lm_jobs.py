@@ -90,7 +90,7 @@ def test_lm_train_has_a_step_budget_and_resumes_mid_epoch_exactly(corpus, mlflow
         return LMTrainConfig(
             lm=LMConfig(context="none", **TINY),
             epochs=3,
-            max_steps=budget,
+            steps=budget,
             batch_size=16,
             lr=5e-3,
             out=str(mlflow_store / out),
@@ -100,7 +100,7 @@ def test_lm_train_has_a_step_budget_and_resumes_mid_epoch_exactly(corpus, mlflow
 
     assert per_epoch >= 2  # the run stops in the middle of its second epoch
     straight = train_lm_segmenter(config("a"), corpus, gold)
-    assert RunDir(mlflow_store / "a").info["step"] == budget  # max_steps is the budget
+    assert RunDir(mlflow_store / "a").info["step"] == budget  # steps is the budget
     with pytest.raises(TrainingInterrupted, match=f"stopped at step {stop}"):
         train_lm_segmenter(config("b"), corpus, gold, on_step=lambda step, stats: step == stop)
     resumed = train_lm_segmenter(config("b"), corpus, gold)

@@ -152,7 +152,7 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
     from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
 
     config = LMTrainConfig(
-        data=bundled_utterances(120), max_steps=2, batch_size=32, out=str(mlflow_store / "run")
+        data=bundled_utterances(120), steps=2, batch_size=32, out=str(mlflow_store / "run")
     )
     config.lm.hidden_dim = config.lm.speller_dim = 32
     metrics = train_lm_segmenter(config)

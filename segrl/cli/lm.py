@@ -24,7 +24,7 @@ LM_TRAIN_FLAGS = (
     Flag("--texts", "texts", str, "KIND"),
     *TRAINING_FLAGS,
     Flag("--patience", "patience", int, "N"),
-    Flag("--max-steps", "max_steps", int, "N"),
+    Flag("--steps", "steps", int, "N", old_names=("--max-steps",)),
     Flag("--train-seed", "seed", int, "N"),
     Flag("--out", "out", str, "DIR"),
 )

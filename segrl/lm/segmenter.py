@@ -13,7 +13,7 @@ the character context (or the preceding words) as context, ``slm`` puts whole wo
 while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
 
 The job (``segrl.jobs.Job``) has a budget of steps: ``epochs`` times the batches of an epoch, or
-``max_steps`` where that is fewer. The data order is a function of (seed, step), an epoch's end is
+``steps`` where that is fewer. The data order is a function of (seed, step), an epoch's end is
 the job's evaluation (held-out bits per character, the best weights kept, early stopping), and a
 checkpoint follows it; an interrupted run resumes from its last checkpoint (same config, same ``--out``
 folder). A finished run keeps its checkpoint, so asking for more epochs (or steps) continues it.
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, validate_config
 from segrl.data import (
@@ -67,7 +67,7 @@ from segrl.tracking.runs import log_data, log_metrics, log_segmenter
 LOG_EVERY = 50
 """Steps between logs of the training bits per character (their mean)."""
 RESUMABLE_CHANGES = frozenset(
-    {"epochs", "max_steps", "patience", "device", "out", "tracking.", "gold."}
+    {"epochs", "steps", "patience", "device", "out", "tracking.", "gold."}
 )
 """Options that may change when a run resumes (more epochs or steps may be asked for)."""
 
@@ -104,8 +104,8 @@ class LMTrainConfig:
     weight_decay: float = 0.0
     patience: int = 2
     """Stop after this many epochs without a better held-out bits per character."""
-    max_steps: int | None = None
-    """Stop after this many updates in all (None: no limit)."""
+    steps: int | None = None
+    """Stop after this many updates in all (None: no limit), the budget's name in every job."""
     device: str = "auto"
     """Where the model trains: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
     ``cuda:N``."""
@@ -117,6 +117,10 @@ class LMTrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    OLD_NAMES: ClassVar[dict[str, str]] = {"max_steps": "steps"}
+    """Options under their old names, read as the new ones: config files and run folders saved
+    when the budget was ``max_steps`` still load."""
 
     def check(self, prefix: str) -> None:
         if self.lm.model != "slm":
@@ -225,8 +229,8 @@ def train_lm_segmenter(
     )
     per_epoch = math.ceil(len(train) / config.batch_size)
     steps = config.epochs * per_epoch
-    if config.max_steps is not None:
-        steps = min(steps, config.max_steps)
+    if config.steps is not None:
+        steps = min(steps, config.steps)
     run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES, steps)
     # early stopping: the best held-out bits per character, its weights, epochs since it improved
     progress = {"best_bpc": float("inf"), "bad_epochs": 0, "epoch_losses": []}
