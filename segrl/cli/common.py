@@ -19,14 +19,17 @@ def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help="a TOML config file; flags given here override it"
     )
-    parser.add_argument(
-        "--set",
-        dest="_set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"any config option by its dotted key, e.g. --set {example} (VALUE is read as TOML: "
+    add_set_arg(
+        parser,
+        f"any config option by its dotted key, e.g. --set {example} (VALUE is read as TOML: "
         "numbers, true/false, [lists]; otherwise a string)",
+    )
+
+
+def add_set_arg(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE``, repeatable, into ``args._set`` (``parse_set`` reads it)."""
+    parser.add_argument(
+        "--set", dest="_set", action="append", default=[], metavar="KEY=VALUE", help=help
     )
 
 

@@ -32,6 +32,7 @@ from segrl.cli.common import (
     add_data_args,
     add_gold_args,
     add_job_args,
+    add_set_arg,
     parse_set,
     where_to_look,
 )
@@ -107,13 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_data_args(evaluate)
     add_gold_args(evaluate)
     FlagTable(UNITS, (Flag("--experiment", "tracking.experiment", str, "NAME"),)).add_to(evaluate)
-    evaluate.add_argument(
-        "--set",
-        dest="_set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="change a saved model's config option by its dotted key before evaluating, e.g. --set "
+    add_set_arg(
+        evaluate,
+        "change a saved model's config option by its dotted key before evaluating, e.g. --set "
         "arch.eval_log_variance_weight=1.0 (test-time options only: the weights stay the model's)",
     )
     evaluate.set_defaults(func=run_eval)
