@@ -1,12 +1,15 @@
 """One marginal-likelihood update of ``segrl lm train``'s ``slm`` with its default lexicon, with
-fused and unfused Adam, in one run.
+fused and unfused Adam, and with the lexicon's logits projected from the context or direct, in one
+run.
 
 Builds the model ``segrl lm train`` builds on a word list (``slm`` without context, the 100,000
 substrings found in the most training word types, about 51 million parameters in the lexicon) and
 times ``LMTrainer.marginal_step`` on the same batches of training word types with Adam fused (what
 ``LMTrainer`` uses) and unfused (PyTorch's default on a CPU), from the same initial weights. Prints
 the median seconds per update of each, their ratio, and the lexicon's description length's share
-(``--lexicon-cost``). The weights' values do not change the cost of an update.
+(``--lexicon-cost``). Then the same priced update with ``lexicon_logits = "direct"`` (two logits an
+entry instead of about ``hidden_dim`` weights; a model of its own, from the same seed). The weights'
+values do not change the cost of an update.
 
     .venv/bin/python bench/lm_step.py                    # wordfreq:en, 64 words a batch
     .venv/bin/python bench/lm_step.py --corpus wordfreq:hu --updates 20
@@ -74,6 +77,14 @@ def main() -> None:
             trainer.optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, foreach=False)
         return seconds_per_update(trainer, batches)
 
+    torch.manual_seed(0)
+    direct_options = dataclasses.replace(
+        options, lexicon_cost=args.lexicon_cost, lexicon_logits="direct"
+    )
+    direct_model = build_lm(direct_options, corpus.vocab, lexicon)
+    direct = seconds_per_update(LMTrainer(direct_model, corpus=words), batches)
+    direct_params = sum(p.numel() for p in direct_model.lexicon.parameters())
+
     unfused = timed(False, 0.0)
     fused = timed(True, 0.0)
     priced = timed(True, args.lexicon_cost)
@@ -82,6 +93,11 @@ def main() -> None:
     print(
         f"fused, lexicon cost {args.lexicon_cost}: {priced:.3f} s per update "
         f"({priced / fused:.2f}x the update without it)"
+    )
+    print(
+        f"direct lexicon logits ({direct_params:,} parameters in the lexicon), lexicon cost "
+        f"{args.lexicon_cost}: {direct:.3f} s per update ({priced / direct:.2f}x faster than "
+        "projected)"
     )
 
 

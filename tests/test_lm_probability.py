@@ -20,6 +20,7 @@ import torch
 from segrl.config import validate_config
 from segrl.data.vocab import CharVocab
 from segrl.lm import LMConfig, SegmentedBatch, build_lm
+from segrl.lm.lexicon import DirectLexicon
 
 VOCAB = CharVocab(["a", "b", " "], "?")
 N = 4
@@ -29,11 +30,19 @@ LEXICON = ["a", "ab", "ba", "bab"]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def tiny(model: str, max_segment_length=None, lexicon=None, seed=0, context="lstm"):
+def tiny(
+    model: str,
+    max_segment_length=None,
+    lexicon=None,
+    seed=0,
+    context="lstm",
+    lexicon_logits="projected",
+):
     torch.manual_seed(seed)
     config = LMConfig(
         model=model,
         context=context,
+        lexicon_logits=lexicon_logits,
         char_dim=6,
         embedding_dim=6,
         hidden_dim=6,
@@ -143,10 +152,14 @@ TEXTS = ["abab", "ab ba", "b", "aab ab a", "?ab"]
         (3, "none", None),
         (None, "none", LEXICON),
         (2, "none", LEXICON),
+        (None, "none", "direct"),
     ],
 )
 def test_dp_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length, context, lexicon):
-    lm = tiny("slm", max_segment_length, context=context, lexicon=lexicon)
+    logits = "projected"
+    if lexicon == "direct":  # the lexicon's logits learnt as themselves (DirectLexicon)
+        lexicon, logits = LEXICON, "direct"
+    lm = tiny("slm", max_segment_length, context=context, lexicon=lexicon, lexicon_logits=logits)
     marginal = lm.log_marginal(lm.encode(TEXTS))
     posteriors = lm.boundary_posteriors(lm.encode(TEXTS))
     best, best_score = lm.viterbi(lm.encode(TEXTS))
@@ -238,12 +251,28 @@ def test_flip_sign_favours_the_better_decision():
     assert lm.viterbi(chars)[0].segments() == [["ab", "ab"]]
 
 
-@pytest.mark.parametrize("model,context", [("segment-lstm", "lstm"), ("slm", "none")])
-def test_lexicon_mixture_is_normalised(model, context):
-    lexicon = LEXICON
-    lm = tiny(model, lexicon=lexicon, context=context)
+def set_gate(lexicon, logit: float) -> None:
+    """Open (large ``logit``) or shut (very negative) the lexicon's gate, whatever its form."""
     with torch.no_grad():
-        lm.lexicon.gate.bias.fill_(40.0)  # all mass on the lexicon path
+        if isinstance(lexicon, DirectLexicon):
+            lexicon.gate_bias.fill_(logit)
+        else:
+            lexicon.gate.weight.zero_()
+            lexicon.gate.bias.fill_(logit)
+
+
+@pytest.mark.parametrize(
+    "model,context,logits",
+    [
+        ("segment-lstm", "lstm", "projected"),
+        ("slm", "none", "projected"),
+        ("slm", "none", "direct"),
+    ],
+)
+def test_lexicon_mixture_is_normalised(model, context, logits):
+    lexicon = LEXICON
+    lm = tiny(model, lexicon=lexicon, context=context, lexicon_logits=logits)
+    set_gate(lm.lexicon, 40.0)  # all mass on the lexicon path
     segments = []
     for entry in lexicon:
         for follow in ("", " "):
@@ -254,23 +283,24 @@ def test_lexicon_mixture_is_normalised(model, context):
     )
     assert first.exp().sum().item() == pytest.approx(1.0, abs=1e-6)
     # with the gate shut, the model is its speller: a lexicon-free twin with the same weights agrees
-    with torch.no_grad():
-        lm.lexicon.gate.bias.fill_(-40.0)
+    set_gate(lm.lexicon, -40.0)
     twin = tiny(model, context=context)
     twin.load_state_dict({k: v for k, v in lm.state_dict().items() if not k.startswith("lexicon.")})
     batch = SegmentedBatch.from_segments(VOCAB, [["ab", " ", "ba", "b"], ["bab"]])
     assert torch.allclose(lm.score(batch).total, twin.score(batch).total, atol=1e-5)
 
 
-def test_slm_lexicon_needs_no_context_and_is_saved_with_the_model(tmp_path):
+@pytest.mark.parametrize("logits", ["projected", "direct"])
+def test_slm_lexicon_needs_no_context_and_is_saved_with_the_model(tmp_path, logits):
     from segrl.errors import ConfigError
     from segrl.lm import load_lm, save_lm
 
     with pytest.raises(ConfigError, match="context = 'none'"):
-        tiny("slm", lexicon=LEXICON, context="lstm")
-    lm = tiny("slm", lexicon=LEXICON, context="none")
+        tiny("slm", lexicon=LEXICON, context="lstm", lexicon_logits=logits)
+    lm = tiny("slm", lexicon=LEXICON, context="none", lexicon_logits=logits)
     loaded = load_lm(save_lm(lm, tmp_path / "lm")).eval()
     assert loaded.lexicon.entries == LEXICON
+    assert type(loaded.lexicon) is type(lm.lexicon)
     chars = lm.encode(["abab ba", "bab"])
     assert torch.allclose(loaded.log_marginal(chars), lm.log_marginal(chars), atol=1e-6)
 
@@ -616,3 +646,49 @@ def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
         lm.score(batch)
     with pytest.raises(ConfigError, match="prefix-stem-suffix"):
         validate_config(LMConfig(categories="prefix-suffix"))
+
+
+def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own_rate():
+    """``lexicon_logits = "direct"``: the gate, the entries' and the terminators' logits are the
+    parameters themselves (1 + 2M numbers), the description length reads them as the projected
+    lexicon reads its maps, and the trainer moves them at ``lexicon_lr``; categories are refused."""
+    from dataclasses import replace
+
+    from segrl.errors import ConfigError
+    from segrl.lm.training import LMTrainer
+
+    lm = tiny("slm", lexicon=LEXICON, context="none", lexicon_logits="direct")
+    assert isinstance(lm.lexicon, DirectLexicon)
+    assert sum(p.numel() for p in lm.lexicon.parameters()) == 1 + 2 * len(LEXICON)
+    with torch.no_grad():
+        lm.lexicon.gate_bias.fill_(math.log(3.0))  # lambda = 3/4
+        lm.lexicon.logits.copy_(torch.log(torch.tensor([0.5, 0.3, 0.19, 0.01])))
+    shares = [0.75 * q for q in (0.5, 0.3, 0.19, 0.01)]
+    expected = 2.0 * sum(
+        (1 - math.exp(-10.0 * q)) * (len(m) + 1) for q, m in zip(shares, LEXICON, strict=True)
+    )
+    length = lm.lexicon.description_length(lm.no_context, 10.0, 2.0)
+    assert length.item() == pytest.approx(expected, rel=1e-5)
+
+    trainer = LMTrainer(replace_config(lm, lexicon_lr=0.5), lr=1e-3)
+    rates = {len(g["params"]): g["lr"] for g in trainer.optimizer.param_groups}
+    assert rates == {3: 0.5, len(list(lm.parameters())) - 3: 1e-3}
+    before = lm.lexicon.logits.detach().clone()
+    trainer.marginal_step(["abab", "ba"])
+    moved = (lm.lexicon.logits.detach() - before).abs().max().item()
+    assert moved == pytest.approx(0.5, rel=1e-3)  # Adam's first step: the learning rate
+
+    with pytest.raises(ConfigError, match="categories"):
+        build_lm(
+            replace(lm.config, categories="prefix-stem-suffix", lexicon_size=4), VOCAB, LEXICON
+        )
+    with pytest.raises(ConfigError, match="lexicon_lr must be above 0"):
+        validate_config(LMConfig(lexicon_lr=0.0))
+
+
+def replace_config(lm, **changes):
+    """``lm`` with its config changed in place (the options the trainer reads)."""
+    from dataclasses import replace
+
+    lm.config = replace(lm.config, **changes)
+    return lm

@@ -84,6 +84,10 @@ class SegmentLM(nn.Module, ABC):
             dropout=self.config.dropout,
         )
 
+    def parameter_groups(self, lr: float) -> list[dict]:
+        """The optimiser's parameter groups (``LMTrainer``): every parameter at ``lr``."""
+        return [{"params": list(self.parameters()), "lr": lr}]
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device

@@ -13,6 +13,7 @@ from segrl.errors import ConfigError
 LMModel = Literal["slm", "segment-lstm"]
 LMContext = Literal["lstm", "words", "none"]
 LMCategories = Literal["none", "prefix-stem-suffix"]
+LMLexiconLogits = Literal["projected", "direct"]
 LMTexts = Literal["word-types", "sentences"]
 """What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
 MODELS: tuple[str, ...] = typing.get_args(LMModel)
@@ -83,6 +84,13 @@ class LMConfig:
     """``slm`` with a lexicon: ``prefix-stem-suffix`` gives every segment a hidden category with
     learnt transitions under Morfessor Categories' morphotactics (``segrl.lm.morphotactics``), each
     category with its own lexicon softmax; ``none``: one distribution for every segment."""
+    lexicon_logits: LMLexiconLogits = "projected"
+    """``slm`` without context, with a lexicon and no categories: how the lexicon's logits (its gate,
+    one per entry and one per entry's terminator) are learnt: ``projected``, as linear maps of the
+    learnt context vector (``segrl.lm.lexicon.Lexicon``: about ``hidden_dim`` parameters an entry),
+    or ``direct``, as the logits themselves (``DirectLexicon``: two an entry), at ``lexicon_lr``."""
+    lexicon_lr: float = 0.03
+    """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's)."""
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
@@ -105,6 +113,8 @@ class LMConfig:
             )
         if self.lexicon_cost is not None and self.lexicon_cost < 0:
             raise ConfigError(f"{prefix}lexicon_cost must be at least 0, got {self.lexicon_cost}")
+        if self.lexicon_lr <= 0:
+            raise ConfigError(f"{prefix}lexicon_lr must be above 0, got {self.lexicon_lr}")
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
 

@@ -114,19 +114,32 @@ class Lexicon(nn.Module):
         known = ids >= 0
         safe = ids.clamp(min=0)
         if cond.dim() == 1:  # one context for every segment: one softmax over the entries
-            gate = self.gate(cond).expand(ids.shape[0])  # [N]
-            entry = torch.log_softmax(self.out(cond), dim=0)[safe]
-            cond = cond.expand(ids.shape[0], -1)
+            gate = self.gate_logit(cond).expand(ids.shape[0])  # [N]
+            entry = torch.log_softmax(self.entry_logits(cond), dim=0)[safe]
+            term_logit = self.terminator_logits(cond, safe)
         else:
-            gate = self.gate(cond).squeeze(-1)  # [N]
-            logits = self.out(cond)  # [N, M]
+            gate = self.gate_logit(cond)  # [N]
+            logits = self.entry_logits(cond)  # [N, M]
             entry = logits.gather(1, safe.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=1)
+            term_logit = self.terminator_logits(cond, safe)
         spell_share = F.logsigmoid(-gate) + spelled
-        weights = self.terminator(safe)  # [N, cond_dim + 1]
-        term_logit = (weights[:, :-1] * cond).sum(-1) + weights[:, -1]
         term = F.logsigmoid(torch.where(space_follows, term_logit, -term_logit))
         lexical = F.logsigmoid(gate) + entry + term
         return torch.where(known, torch.logaddexp(lexical, spell_share), spell_share)
+
+    def gate_logit(self, cond: torch.Tensor) -> torch.Tensor:
+        """``logit lambda(h)``: [] for ``cond`` [H], [N] for [N, H]."""
+        return self.gate(cond).squeeze(-1)
+
+    def entry_logits(self, cond: torch.Tensor) -> torch.Tensor:
+        """The lexicon softmax's logits: [M] for ``cond`` [H], [N, M] for [N, H]."""
+        return self.out(cond)
+
+    def terminator_logits(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """[N] logits of "a space follows" for the entries ``ids`` (>= 0) in the context ``cond``
+        ([H], shared, or [N, H])."""
+        weights = self.terminator(ids)  # [N, cond_dim + 1]
+        return (weights[:, :-1] * cond).sum(-1) + weights[:, -1]
 
     def description_length(
         self, cond: torch.Tensor, uses: float, nats_per_char: float
@@ -141,7 +154,8 @@ class Lexicon(nn.Module):
         (no gradient: the probability of use is 1); one that a few use pays in proportion, so mass
         moves from long entries that a few words share to the parts that many share.
         """
-        share = torch.sigmoid(self.gate(cond)) * torch.softmax(self.out(cond), dim=-1)
+        gate = torch.sigmoid(self.gate_logit(cond)).unsqueeze(-1)
+        share = gate * torch.softmax(self.entry_logits(cond), dim=-1)
         if share.dim() > 1:  # one context per category: an entry is used if any category uses it
             share = share.sum(0)  # [M]
         used = -torch.expm1(-uses * share)
@@ -149,4 +163,38 @@ class Lexicon(nn.Module):
 
     def end(self, cond: torch.Tensor, spelled_end: torch.Tensor) -> torch.Tensor:
         """[B] ``log p(end of text | h)``: only the speller ends a text."""
-        return F.logsigmoid(-self.gate(cond).squeeze(-1)) + spelled_end
+        return F.logsigmoid(-self.gate_logit(cond)) + spelled_end
+
+
+class DirectLexicon(Lexicon):
+    """A lexicon for one context only (an ``slm`` without context): its gate, its entries' logits and
+    their terminators' logits are learnt directly, three tensors of 1, ``M`` and ``M`` numbers,
+    instead of through linear maps of the context (``cond_dim`` times as many parameters, which
+    express nothing more when the context is one learnt vector).
+
+    The model is the same family as ``Lexicon``'s under ``no_context``; its training differs: Adam
+    moves each logit by about its learning rate an update, where through a linear map of a learnt
+    vector every logit moves by up to ``cond_dim`` times that, so these logits train at their own
+    learning rate (``LMConfig.lexicon_lr``, ``parameter_groups``).
+    """
+
+    def __init__(self, entries: Sequence[str]):
+        nn.Module.__init__(self)
+        if not entries:
+            raise ValueError("a lexicon needs at least one entry")
+        self.entries = list(entries)
+        self.index = {s: i for i, s in enumerate(self.entries)}
+        self.gate_bias = nn.Parameter(torch.zeros(()))
+        self.logits = nn.Parameter(torch.zeros(len(self.entries)))
+        self.terminator_bias = nn.Parameter(torch.zeros(len(self.entries)))
+        chars = torch.tensor([len(s) + 1 for s in self.entries], dtype=torch.float)
+        self.register_buffer("spelled_chars", chars, persistent=False)
+
+    def gate_logit(self, cond: torch.Tensor) -> torch.Tensor:
+        return self.gate_bias.expand(cond.shape[:-1])
+
+    def entry_logits(self, cond: torch.Tensor) -> torch.Tensor:
+        return self.logits.expand(*cond.shape[:-1], -1)
+
+    def terminator_logits(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return self.terminator_bias[ids]

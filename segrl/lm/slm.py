@@ -36,7 +36,7 @@ from segrl.lm import lattice, morphotactics
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lattice import NEG_INF
-from segrl.lm.lexicon import Lexicon
+from segrl.lm.lexicon import DirectLexicon, Lexicon
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_at, space_mask
 
 
@@ -54,7 +54,15 @@ class SLM(SegmentLM):
         self.speller = self.make_speller(self.embedding)
         if lexicon and config.context != "none":
             raise ConfigError("slm's lexicon needs context = 'none'")
-        self.lexicon = Lexicon(lexicon, config.hidden_dim) if lexicon else None
+        direct = config.lexicon_logits == "direct"
+        if direct and config.categories != "none":
+            raise ConfigError(
+                "slm's direct lexicon logits (lexicon_logits = 'direct') are one distribution; "
+                f"categories ({config.categories}) need lexicon_logits = 'projected'"
+            )
+        self.lexicon: Lexicon | None = None
+        if lexicon:
+            self.lexicon = DirectLexicon(lexicon) if direct else Lexicon(lexicon, config.hidden_dim)
         self.transitions: morphotactics.Transitions | None = None
         if config.categories != "none":
             if self.lexicon is None:
@@ -66,6 +74,18 @@ class SLM(SegmentLM):
             # the lexicon's context per category, [K, H] (each its own softmax over the entries)
             self.category_contexts = nn.Parameter(0.1 * torch.randn(categories, config.hidden_dim))
             self.transitions = morphotactics.Transitions()
+
+    def parameter_groups(self, lr: float) -> list[dict]:
+        """The optimiser's groups: a ``direct`` lexicon's logits at ``config.lexicon_lr``, the rest
+        at ``lr``."""
+        if not isinstance(self.lexicon, DirectLexicon):
+            return super().parameter_groups(lr)
+        lexical = set(map(id, self.lexicon.parameters()))
+        rest = [p for p in self.parameters() if id(p) not in lexical]
+        return [
+            {"params": rest, "lr": lr},
+            {"params": list(self.lexicon.parameters()), "lr": self.config.lexicon_lr},
+        ]
 
     # --- the context -----------------------------------------------------------------------------
     def context_states(self, chars: CharBatch) -> torch.Tensor:

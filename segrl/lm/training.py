@@ -49,7 +49,7 @@ class LMTrainer:
         self.model = model
         self.clip = clip
         self.optimizer = torch.optim.Adam(
-            model.parameters(), lr=lr, weight_decay=weight_decay, fused=_fused(model)
+            model.parameter_groups(lr), lr=lr, weight_decay=weight_decay, fused=_fused(model)
         )
         self.lexicon_uses = len(corpus)
         self.corpus_chars = sum(len(text) + 1 for text in corpus)
