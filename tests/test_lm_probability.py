@@ -377,6 +377,11 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
         LEXICON_COST,
         PRICED_LEXICON_LENGTH_PENALTY,
     )
+    # its lexicon's logits are learnt directly, unless categories need one softmax each
+    assert teacher.lexicon_logits == "direct"
+    categories = replace(segmenter_lm(), categories="prefix-stem-suffix")
+    assert resolve_lm_config(categories, "words").lexicon_logits == "projected"
+    assert LMConfig().lexicon_logits == "projected"  # a model file saved without the option
     with pytest.raises(ConfigError, match="lexicon_size must be at least 0"):
         validate_config(LMConfig(lexicon_size=-1))
 

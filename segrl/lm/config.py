@@ -84,13 +84,17 @@ class LMConfig:
     """``slm`` with a lexicon: ``prefix-stem-suffix`` gives every segment a hidden category with
     learnt transitions under Morfessor Categories' morphotactics (``segrl.lm.morphotactics``), each
     category with its own lexicon softmax; ``none``: one distribution for every segment."""
-    lexicon_logits: LMLexiconLogits = "projected"
+    lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon and no categories: how the lexicon's logits (its gate,
     one per entry and one per entry's terminator) are learnt: ``projected``, as linear maps of the
     learnt context vector (``segrl.lm.lexicon.Lexicon``: about ``hidden_dim`` parameters an entry),
-    or ``direct``, as the logits themselves (``DirectLexicon``: two an entry), at ``lexicon_lr``."""
-    lexicon_lr: float = 0.03
-    """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's)."""
+    or ``direct``, as the logits themselves (``DirectLexicon``: two an entry), at ``lexicon_lr``.
+    None: ``direct`` unless ``categories`` are set (``resolve_lm_config``; ``segrl lm train``'s
+    default)."""
+    lexicon_lr: float = 0.1
+    """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's):
+    0.1, chosen on English, Hungarian, Spanish, Czech and the bundled corpus together (0.03 trained
+    too slowly, 0.3 lost in Spanish and Czech; docs/studies/2026-11-26-teacher.md)."""
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
@@ -126,7 +130,8 @@ def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
     (``text``: 0; ``words``: ``PRICED_LEXICON_LENGTH_PENALTY`` for an ``slm`` whose lexicon entries
     pay for their spelling, else ``WORD_LIST_LENGTH_PENALTY``) and ``lexicon_cost`` (None:
     ``LEXICON_COST`` where the resolved lexicon has entries, else 0; a cost left None counts as no
-    price where the lexicon's size is decided)."""
+    price where the lexicon's size is decided) and ``lexicon_logits`` (None: ``direct``, or
+    ``projected`` with categories, which need one softmax per category)."""
     changes: dict[str, object] = {}
     lexicon_size, lexicon_cost = config.lexicon_size, config.lexicon_cost
     if lexicon_size is None:
@@ -135,6 +140,9 @@ def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
         lexicon_size = changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
     if lexicon_cost is None:
         lexicon_cost = changes["lexicon_cost"] = LEXICON_COST if lexicon_size else 0.0
+    if config.lexicon_logits is None:
+        direct = config.categories == "none"
+        changes["lexicon_logits"] = "direct" if direct else "projected"
     if config.length_penalty is None:
         priced = config.model == "slm" and lexicon_size and lexicon_cost > 0
         word_list = PRICED_LEXICON_LENGTH_PENALTY if priced else WORD_LIST_LENGTH_PENALTY

@@ -58,7 +58,8 @@ class SLM(SegmentLM):
         if direct and config.categories != "none":
             raise ConfigError(
                 "slm's direct lexicon logits (lexicon_logits = 'direct') are one distribution; "
-                f"categories ({config.categories}) need lexicon_logits = 'projected'"
+                f"categories ({config.categories}) need lexicon_logits = 'projected' "
+                "(--set lm.lexicon_logits=projected)"
             )
         self.lexicon: Lexicon | None = None
         if lexicon:
