@@ -25,9 +25,10 @@ from segrl.runtime import eval_mode
 class LMTrainer:
     """One optimiser (Adam) for one model; every step clips the gradient norm.
 
-    Adam runs fused (one vectorised pass over each parameter): a lexicon of 100,000 entries holds
-    about 51 million parameters, and the unfused step over them took more than half of an update on
-    a CPU (``bench/lm_step.py``).
+    Adam runs fused (one vectorised pass over each parameter): a projected lexicon of 100,000
+    entries holds about 51 million parameters, and the unfused step over them took more than half
+    of an update on a CPU (``bench/lm_step.py``). The model's ``parameter_groups`` set the learning
+    rates (a direct lexicon's logits train at their own).
 
     Args:
         model: the language model to train.
