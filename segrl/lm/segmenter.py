@@ -94,8 +94,9 @@ class LMTrainConfig:
     character that an entry's spelling costs once, when the corpus uses it: Morfessor's lexicon
     code, so that long entries that a few words share give way to their parts (0: the plain
     marginal likelihood); ``lexicon_logits`` None: ``direct`` (``projected`` with categories), the
-    lexicon's logits learnt as themselves, at ``lexicon_lr``, which trained the teacher to a better segmentation
-    in fewer, 2.5 times cheaper updates (docs/studies/2026-11-26-teacher.md)."""
+    lexicon's logits learnt as themselves, at ``lexicon_lr``: several times cheaper updates, a
+    better teacher in Hungarian, Czech and on running text, a worse one in Spanish
+    (docs/studies/2026-11-26-teacher.md)."""
     texts: LMTexts = "word-types"
     """What the model reads: ``word-types`` (each distinct training word once, as its own text) or
     ``sentences`` (training sentences, spaces as known boundaries)."""
