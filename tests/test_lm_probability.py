@@ -675,7 +675,8 @@ def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own
     length = lm.lexicon.description_length(lm.no_context, 10.0, 2.0)
     assert length.item() == pytest.approx(expected, rel=1e-5)
 
-    trainer = LMTrainer(replace_config(lm, lexicon_lr=0.5), lr=1e-3)
+    lm.config = replace(lm.config, lexicon_lr=0.5)
+    trainer = LMTrainer(lm, lr=1e-3)
     rates = {len(g["params"]): g["lr"] for g in trainer.optimizer.param_groups}
     assert rates == {3: 0.5, len(list(lm.parameters())) - 3: 1e-3}
     before = lm.lexicon.logits.detach().clone()
@@ -689,11 +690,3 @@ def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own
         )
     with pytest.raises(ConfigError, match="lexicon_lr must be above 0"):
         validate_config(LMConfig(lexicon_lr=0.0))
-
-
-def replace_config(lm, **changes):
-    """``lm`` with its config changed in place (the options the trainer reads)."""
-    from dataclasses import replace
-
-    lm.config = replace(lm.config, **changes)
-    return lm

@@ -84,13 +84,17 @@ class Lexicon(nn.Module):
 
     def __init__(self, entries: Sequence[str], cond_dim: int):
         super().__init__()
+        self._hold_entries(entries)
+        self.gate = nn.Linear(cond_dim, 1)
+        self.out = nn.Linear(cond_dim, len(self.entries))
+        self.terminator = nn.Embedding(len(self.entries), cond_dim + 1)
+
+    def _hold_entries(self, entries: Sequence[str]) -> None:
+        """The entries, their index and their spelled lengths, whatever the logits' form."""
         if not entries:
             raise ValueError("a lexicon needs at least one entry")
         self.entries = list(entries)
         self.index = {s: i for i, s in enumerate(self.entries)}
-        self.gate = nn.Linear(cond_dim, 1)
-        self.out = nn.Linear(cond_dim, len(self.entries))
-        self.terminator = nn.Embedding(len(self.entries), cond_dim + 1)
         chars = torch.tensor([len(s) + 1 for s in self.entries], dtype=torch.float)
         self.register_buffer("spelled_chars", chars, persistent=False)  # [M], terminator counted
 
@@ -121,12 +125,11 @@ class Lexicon(nn.Module):
         if cond.dim() == 1:  # one context for every segment: one softmax over the entries
             gate = self.gate_logit(cond).expand(ids.shape[0])  # [N]
             entry = torch.log_softmax(self.entry_logits(cond), dim=0)[safe]
-            term_logit = self.terminator_logits(cond, safe)
         else:
             gate = self.gate_logit(cond)  # [N]
             logits = self.entry_logits(cond)  # [N, M]
             entry = logits.gather(1, safe.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=1)
-            term_logit = self.terminator_logits(cond, safe)
+        term_logit = self.terminator_logits(cond, safe)
         spell_share = F.logsigmoid(-gate) + spelled
         term = F.logsigmoid(torch.where(space_follows, term_logit, -term_logit))
         lexical = F.logsigmoid(gate) + entry + term
@@ -184,16 +187,11 @@ class DirectLexicon(Lexicon):
     """
 
     def __init__(self, entries: Sequence[str]):
-        nn.Module.__init__(self)
-        if not entries:
-            raise ValueError("a lexicon needs at least one entry")
-        self.entries = list(entries)
-        self.index = {s: i for i, s in enumerate(self.entries)}
+        nn.Module.__init__(self)  # not Lexicon's: none of its linear maps
+        self._hold_entries(entries)
         self.gate_bias = nn.Parameter(torch.zeros(()))
         self.logits = nn.Parameter(torch.zeros(len(self.entries)))
         self.terminator_bias = nn.Parameter(torch.zeros(len(self.entries)))
-        chars = torch.tensor([len(s) + 1 for s in self.entries], dtype=torch.float)
-        self.register_buffer("spelled_chars", chars, persistent=False)
 
     def gate_logit(self, cond: torch.Tensor) -> torch.Tensor:
         return self.gate_bias.expand(cond.shape[:-1])
