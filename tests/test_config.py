@@ -200,6 +200,20 @@ def test_segrls_own_configs_are_read_by_name_from_anywhere(tmp_path, monkeypatch
         build_config(BaselineConfig, "elsewhere/nvib_cpu.toml")  # a path is never a name
 
 
+@pytest.mark.parametrize("name", ["nvib_cpu", "dcsa_paper", "transformer_cpu", "stride_cpu"])
+def test_a_bundled_configs_run_folder_follows_its_run_name(name):
+    """A bundled config names its run, not its folder: ``--run-name`` gives a run its own folder
+    (``runs/units/<run name>``) instead of resuming the config's previous run there."""
+    from segrl.units.config import build_units_config
+
+    config = build_units_config(path=name)
+    assert str(config.run_folder) == f"runs/units/{name.replace('_', '-')}"
+    config = build_units_config(path=name, overrides={"tracking.run_name": "seed-1"})
+    assert str(config.run_folder) == "runs/units/seed-1"
+    config = build_units_config(path=name, overrides={"out": "elsewhere"})
+    assert str(config.run_folder) == "elsewhere"
+
+
 def test_a_nested_table_given_in_part_keeps_its_parents_defaults(tmp_path):
     """A table that sets some of its options keeps the defaults its parent gives the others (a
     unit model's own training defaults, here DCSA's learning rate and optimiser), from a file and

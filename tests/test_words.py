@@ -110,6 +110,9 @@ def test_missing_splits_and_empty_paths_are_clear_errors(tmp_path):
         load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/absent.txt"))
     with pytest.raises(DataError, match="does not apply"):
         load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/only", corpus_format="words"))
+    (tmp_path / "blank.txt").write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"blank\.txt: no utterances left after normalisation"):
+        load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/blank.txt"))
     corpus = load_corpus(DataConfig(max_sentences=20))
     with pytest.raises(DataError, match="not a segmented corpus"):
         without_spaces(corpus)

@@ -211,7 +211,7 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
         sentences = sorted(counts, key=lambda w: (-counts[w], w))
         stats = {"words": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
     if not sentences:
-        what = "sentences" if form == "text" else "words"
+        what = {"text": "sentences", "segmented": "utterances"}.get(form, "words")
         raise DataError(
             f"{source}: no {what} left after normalisation ({what} longer than "
             f"max_len={config.max_len} characters are left out, {stats['too_long']} were). "
@@ -226,7 +226,7 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
     vocab = CharVocab.from_texts(train, settings.placeholder)
     _check_not_all_placeholder(train, settings, source, form)
     if len(train) < MIN_TRAIN_TEXTS:
-        what = "sentences" if form == "text" else "words"
+        what = {"text": "sentences", "segmented": "utterances"}.get(form, "words")
         warnings.warn(
             DataWarning(
                 f"{source}: only {len(train)} training {what} (and {len(valid)} valid, {len(test)} "
@@ -271,7 +271,7 @@ def _check_not_all_placeholder(
     chars = sum(len(t) - t.count(" ") for t in train)
     mapped = sum(t.count(settings.placeholder) for t in train)
     if chars and mapped / chars > MAX_PLACEHOLDER_FRACTION:
-        what = "sentences" if form == "text" else "words"
+        what = {"text": "sentences", "segmented": "utterances"}.get(form, "words")
         raise DataError(
             f"{source}: {mapped / chars:.0%} of the training characters became the placeholder: the "
             f"corpus is too small ({len(train)} training {what}) for --min-char-count="
