@@ -160,6 +160,7 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
     read it, no lexicon."""
     from segrl.agents.task import build_task
     from segrl.lm.config import LEXICON_COST
+    from segrl.lm.lexicon import DirectLexicon
 
     counts = tmp_path / "words.counts"
     stems, suffixes = ["walk", "talk", "jump", "play", "kick", "look"], ["ed", "ing", "s", ""]
@@ -179,7 +180,7 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
     on_words = task(counts)
     assert on_words.setup.config.teacher_features is True
     assert on_words.evaluator.lm.config.lexicon_cost == LEXICON_COST
-    assert on_words.evaluator.lm.lexicon is not None
+    assert isinstance(on_words.evaluator.lm.lexicon, DirectLexicon)  # as segrl lm train's
     on_text = task(small_corpus_file)
     assert on_text.setup.config.teacher_features is False
     assert on_text.evaluator.lm.lexicon is None

@@ -47,9 +47,15 @@ EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
 
 def evaluator_lm() -> LMConfig:
     """The LM evaluator's model by default: ``slm`` without context, smaller than ``segrl lm
-    train``'s, its lexicon and its price decided by the corpus (``evaluator_lm_options``)."""
+    train``'s, its lexicon and its price decided by the corpus (``evaluator_lm_options``), the
+    lexicon's logits learnt directly, as ``segrl lm train``'s."""
     return LMConfig(
-        context="none", hidden_dim=128, speller_dim=128, lexicon_size=None, lexicon_cost=None
+        context="none",
+        hidden_dim=128,
+        speller_dim=128,
+        lexicon_size=None,
+        lexicon_cost=None,
+        lexicon_logits=None,
     )
 
 
@@ -64,7 +70,8 @@ class LMEvaluatorConfig:
     ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none (there the
     lexicon-free LM's posterior in the sentence is the better teacher;
     docs/studies/2026-11-26-teacher.md); 0: no lexicon. ``lexicon_cost`` None: ``LEXICON_COST``
-    where the resolved lexicon has entries, else 0."""
+    where the resolved lexicon has entries, else 0. ``lexicon_logits`` None: ``direct``, as
+    ``segrl lm train``'s (model files saved before the option load as ``projected``)."""
     reward: LMReward | None = None
     """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,

@@ -26,11 +26,14 @@ PRICED_LEXICON_LENGTH_PENALTY = 0.02
 (``lexicon_cost`` above 0): the description length already moves mass from long entries to their
 parts, and with 0.05 on top English over-split (boundary F1 0.51 against 0.58 at 0.02; the teacher
 study, docs/studies/2026-11-26-teacher.md)."""
-LEXICON_COST = 3.0
-"""``segrl lm train``'s ``lexicon_cost``: 3 nats per character of an entry's spelling (about the
-entropy of a letter, as in Morfessor's lexicon code). With the length penalty at 0.02 it raised
-boundary F1 over the unpriced lexicon in English, Hungarian and Spanish and lowered it in Czech (three
-seeds each; 10 did worse in all four; the teacher study)."""
+LEXICON_COST = 2.0
+"""``segrl lm train``'s ``lexicon_cost`` (and the LM evaluator's on a word list): 2 nats per
+character of an entry's spelling. Chosen for the direct lexicon (``lexicon_logits = "direct"``) on
+English, Hungarian, Spanish, Czech and the bundled corpus together: 1, 2, 3 and 4 at seed 0, then 2
+against 3 over three seeds, where 2 raised Czech by 0.02 and moved the others by less than their
+seeds' spread (the teacher study, docs/studies/2026-11-26-teacher.md). 3 was the choice for the
+projected lexicon, with which it raised boundary F1 over the unpriced lexicon in English, Hungarian
+and Spanish; 10 did worse everywhere."""
 SLM_LEXICON_SIZE = 100_000
 """The lexicon of an ``slm`` without context on a word list unless one is given (``segrl lm
 train``): the 100,000 substrings found in the most training word types. Against no lexicon it raised
