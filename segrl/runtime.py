@@ -51,11 +51,16 @@ def autocast(device: torch.device, precision: str = "fp32"):
 
 
 def set_threads(threads: int | None, option: str = "--threads") -> None:
-    """Use ``threads`` CPU threads in PyTorch (None: PyTorch's default); anything below 1 is a
-    ``ConfigError`` (``segrl.config.check_threads``)."""
+    """A job's CPU settings: ``threads`` CPU threads in PyTorch (None: PyTorch's default; anything
+    below 1 is a ``ConfigError``, ``segrl.config.check_threads``), and denormal floats flushed to
+    zero. A trained segmental LM's lexicon drives some probabilities below float32's normal range,
+    where the CPU computes slowly: flushed, Czech's first 400 updates took 26 s instead of 68 s on
+    one thread, to the same model (held-out bits per character equal to four decimals;
+    docs/studies/2026-11-26-teacher.md)."""
     check_threads(threads, option)
     if threads is not None:
         torch.set_num_threads(threads)
+    torch.set_flush_denormal(True)
 
 
 @contextlib.contextmanager

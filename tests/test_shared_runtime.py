@@ -20,7 +20,7 @@ from segrl.metrics import (
     despace,
     evaluate_sentence_segmenter,
 )
-from segrl.runtime import resolve_device, seed_everything
+from segrl.runtime import resolve_device, seed_everything, set_threads
 from segrl.units.segments import segments_from_attention
 
 
@@ -76,6 +76,24 @@ def test_resolve_device():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA GPU"):
             resolve_device("cuda")
+
+
+def test_a_jobs_cpu_settings_flush_denormal_floats():
+    """``set_threads`` (every job's CPU settings) flushes denormal floats to zero, where a CPU
+    computes slowly; normal floats are untouched."""
+    denormal = torch.tensor([1e-39], dtype=torch.float32)  # below float32's normal range
+    threads = torch.get_num_threads()
+    try:
+        torch.set_flush_denormal(False)
+        assert (denormal * 1.0).item() > 0.0
+        set_threads(None)
+        assert torch.get_num_threads() == threads
+        assert (denormal * 1.0).item() == 0.0
+        assert (torch.tensor([1e-30]) * 1.0).item() == pytest.approx(1e-30)
+        with pytest.raises(ConfigError, match="--threads"):
+            set_threads(0)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_segments_from_attention():
