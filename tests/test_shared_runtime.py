@@ -81,10 +81,10 @@ def test_resolve_device():
 def test_a_jobs_cpu_settings_flush_denormal_floats():
     """``set_threads`` (every job's CPU settings) flushes denormal floats to zero, where a CPU
     computes slowly; normal floats are untouched."""
-    denormal = torch.tensor([1e-39], dtype=torch.float32)  # below float32's normal range
     threads = torch.get_num_threads()
     try:
-        torch.set_flush_denormal(False)
+        torch.set_flush_denormal(False)  # as a fresh process has it (a job earlier may have set it)
+        denormal = torch.tensor([1e-39], dtype=torch.float32)  # below float32's normal range
         assert (denormal * 1.0).item() > 0.0
         set_threads(None)
         assert torch.get_num_threads() == threads
