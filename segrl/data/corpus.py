@@ -166,6 +166,12 @@ def gold_utterances(source: str) -> list[str]:
     return utterances
 
 
+def _texts_name(form: str) -> str:
+    """What a corpus of ``form`` holds, as its messages name it: sentences (running text),
+    utterances (segmented text) or words (word lists)."""
+    return {"text": "sentences", "segmented": "utterances"}.get(form, "words")
+
+
 def load_corpus(config: DataConfig | None = None) -> Corpus:
     """Read, normalise and split the corpus that ``config`` names (the bundled one by default)."""
     config = config or DataConfig()
@@ -211,7 +217,7 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
         sentences = sorted(counts, key=lambda w: (-counts[w], w))
         stats = {"words": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
     if not sentences:
-        what = {"text": "sentences", "segmented": "utterances"}.get(form, "words")
+        what = _texts_name(form)
         raise DataError(
             f"{source}: no {what} left after normalisation ({what} longer than "
             f"max_len={config.max_len} characters are left out, {stats['too_long']} were). "
@@ -226,7 +232,7 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
     vocab = CharVocab.from_texts(train, settings.placeholder)
     _check_not_all_placeholder(train, settings, source, form)
     if len(train) < MIN_TRAIN_TEXTS:
-        what = {"text": "sentences", "segmented": "utterances"}.get(form, "words")
+        what = _texts_name(form)
         warnings.warn(
             DataWarning(
                 f"{source}: only {len(train)} training {what} (and {len(valid)} valid, {len(test)} "
@@ -271,7 +277,7 @@ def _check_not_all_placeholder(
     chars = sum(len(t) - t.count(" ") for t in train)
     mapped = sum(t.count(settings.placeholder) for t in train)
     if chars and mapped / chars > MAX_PLACEHOLDER_FRACTION:
-        what = {"text": "sentences", "segmented": "utterances"}.get(form, "words")
+        what = _texts_name(form)
         raise DataError(
             f"{source}: {mapped / chars:.0%} of the training characters became the placeholder: the "
             f"corpus is too small ({len(train)} training {what}) for --min-char-count="
