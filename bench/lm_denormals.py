@@ -4,7 +4,7 @@ zero, in one run.
 A trained segmental LM's lexicon drives some probabilities below float32's normal range; a CPU
 computes on such denormal numbers many times more slowly. ``segrl.runtime.set_threads`` (every
 job's CPU settings) flushes them to zero. This builds the model ``segrl lm train`` builds on a word
-list (its defaults: ``slm`` without context, the direct lexicon of 100,000 entries at
+list (``segmenter_lm``: ``slm`` without context, the direct lexicon of 100,000 entries at
 ``LEXICON_COST``), trains it ``--warm`` updates (flushed, the fast way), then times ``--updates``
 further updates from the same weights and optimiser state twice: denormals kept, then flushed.
 Prints the median seconds per update of each and their ratio, and the held-out bits per character
@@ -25,9 +25,10 @@ from lm_step import seconds_per_update  # bench/ is run as a folder of scripts
 
 from segrl.config import DataConfig
 from segrl.data import load_corpus
-from segrl.lm import LMConfig, build_lm
-from segrl.lm.config import LEXICON_COST, resolve_lm_config
+from segrl.lm import build_lm
+from segrl.lm.config import resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
+from segrl.lm.segmenter import segmenter_lm
 from segrl.lm.training import LMTrainer, bits_per_char
 from segrl.runtime import seed_everything
 
@@ -42,10 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     corpus = load_corpus(DataConfig(corpus=args.corpus))
-    options = resolve_lm_config(
-        LMConfig(context="none", lexicon_size=None, lexicon_cost=LEXICON_COST, lexicon_logits=None),
-        corpus.kind,
-    )
+    options = resolve_lm_config(segmenter_lm(), corpus.kind)
     words = sorted(corpus.word_counts("train"))
     held_out = sorted(set(corpus.word_counts("valid")) - set(words))[:2000]
     seed_everything(0)
@@ -54,7 +52,8 @@ def main() -> None:
     order = words[:]
     random.Random(0).shuffle(order)
     size = args.batch_size
-    batches = [order[(i * size) % len(order) :][:size] for i in range(args.warm + args.updates + 1)]
+    starts = ((i * size) % len(order) for i in range(args.warm + args.updates + 1))
+    batches = [order[start : start + size] for start in starts]
     torch.set_flush_denormal(True)
     for batch in batches[: args.warm]:
         trainer.marginal_step(batch)
