@@ -16,7 +16,8 @@ from segrl.config import BaselineConfig, DataConfig, GoldConfig, validate_config
 from segrl.data import load_corpus, without_spaces
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import EvaluatorConfig
-from segrl.lm.config import WORD_MAX_SEGMENT_LENGTH
+from segrl.lm.config import WORD_DISCOVERY_LENGTH_PENALTY, WORD_MAX_SEGMENT_LENGTH
+from segrl.lm.models import load_lm
 from segrl.metrics import (
     lexicon_prf,
     metrics_summary,
@@ -161,6 +162,23 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
     metrics = train_lm_segmenter(config)
     assert 0 <= metrics["word_f1"] <= 1 and 0 <= metrics["posterior/word_f1"] <= 1
     assert "boundary_f1" not in metrics  # no gold words: the spaces are the gold
+    # the saved model carries the settings for words: a word's length limit and its length prior
+    saved = load_lm(mlflow_store / "run" / "best").config
+    assert saved.max_segment_length == WORD_MAX_SEGMENT_LENGTH
+    assert saved.length_penalty == WORD_DISCOVERY_LENGTH_PENALTY == 0.05
+
+
+@pytest.mark.slow
+def test_a_length_penalty_given_for_word_discovery_is_kept(mlflow_store, one_thread):
+    from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+
+    config = LMTrainConfig(
+        data=bundled_utterances(120), steps=1, batch_size=32, out=str(mlflow_store / "run")
+    )
+    config.lm.hidden_dim = config.lm.speller_dim = 32
+    config.lm.length_penalty = 0.0
+    train_lm_segmenter(config)
+    assert load_lm(mlflow_store / "run" / "best").config.length_penalty == 0.0
 
 
 def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them():

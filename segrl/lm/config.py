@@ -46,6 +46,12 @@ WORD_MAX_SEGMENT_LENGTH = 12
 """The maximum segment length of an LM on text without spaces (word discovery) unless one is given:
 it covers 99.9% of the word tokens of Brent's br-text (all of br-phono's) and 99.3% of the Penn
 Treebank's (10 would cover 97.4% there)."""
+WORD_DISCOVERY_LENGTH_PENALTY = 0.05
+"""``segrl lm train``'s length penalty on text without spaces (word discovery) unless one is given.
+With none ``slm`` undersegments, keeping frequent word sequences as one lexicon entry; at seed 0
+0.05 raised word F1 on PTB from 0.545 to 0.624 (0.02: 0.586) and on br-text from 0.419 to 0.457,
+and lowered held-out bits per character on br-text (the word discovery study,
+docs/studies/2026-11-26-word-discovery.md). Running text with its spaces keeps none."""
 
 
 @dataclass
@@ -110,7 +116,8 @@ class LMConfig:
     its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``.
     None: on a word list ``WORD_LIST_LENGTH_PENALTY``, or ``PRICED_LEXICON_LENGTH_PENALTY`` for an
     ``slm`` with a lexicon whose entries pay for their spelling; 0 on running text
-    (``resolve_lm_config``)."""
+    (``resolve_lm_config``), except where ``segrl lm train`` reads it without its spaces (word
+    discovery): ``WORD_DISCOVERY_LENGTH_PENALTY``."""
 
     def check(self, prefix: str) -> None:
         """Ranges (``segrl.config.validate_config`` checks the choices and calls this)."""

@@ -44,6 +44,7 @@ from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir
 from segrl.lm.config import (
     LEXICON_COST,
+    WORD_DISCOVERY_LENGTH_PENALTY,
     WORD_MAX_SEGMENT_LENGTH,
     LMConfig,
     LMTexts,
@@ -217,6 +218,8 @@ def train_lm_segmenter(
         train, valid, test = texts.train, texts.valid, texts.test
         if lm_options.max_segment_length is None:
             lm_options = replace(lm_options, max_segment_length=WORD_MAX_SEGMENT_LENGTH)
+        if config.lm.length_penalty is None:
+            lm_options = replace(lm_options, length_penalty=WORD_DISCOVERY_LENGTH_PENALTY)
     else:
         gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
         check_gold_fits(gold, corpus, config.gold.path)
