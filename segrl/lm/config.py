@@ -49,9 +49,10 @@ Treebank's (10 would cover 97.4% there)."""
 WORD_DISCOVERY_LENGTH_PENALTY = 0.05
 """``segrl lm train``'s length penalty on text without spaces (word discovery) unless one is given.
 With none ``slm`` undersegments, keeping frequent word sequences as one lexicon entry; at seed 0
-0.05 raised word F1 on PTB from 0.545 to 0.624 (0.02: 0.586) and on br-text from 0.419 to 0.457,
-and lowered held-out bits per character on br-text (the word discovery study,
-docs/studies/2026-11-26-word-discovery.md). Running text with its spaces keeps none."""
+0.05 raised word F1 on PTB from 0.545 to 0.624 (0.02: 0.586) and on br-text from 0.416 to 0.457
+(0.1: 0.470, not measured on PTB), and lowered held-out bits per character on br-text (the word
+discovery study, docs/studies/2026-11-26-word-discovery.md). Running text with its spaces keeps
+none."""
 
 
 @dataclass
