@@ -3,6 +3,7 @@
 
 import io
 import math
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -12,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
 from segrl.agents.reinforce import train_reinforce
-from segrl.checkpoint import load_checkpoint
+from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import build_config, validate_config
 from segrl.data.vocab import CharVocab
 from segrl.envs import CharSegmentEnv
@@ -458,9 +459,78 @@ def test_the_description_length_reward_prices_the_batchs_lexicon(trained):
     saved = evaluator.config, evaluator.action_variant, evaluator.lm.config.lexicon_cost
     try:
         evaluator.lm.config.lexicon_cost = 3.0
-        evaluator.config, evaluator.action_variant = saved[0], "flip"
+        evaluator.config = replace(saved[0], description_length_counts="batch")
+        evaluator.action_variant = "flip"
         flip = evaluator.action_rewards(batch)
         evaluator.action_variant = "description-length"
         np.testing.assert_allclose(evaluator.action_rewards(batch), flip + costs)
     finally:
         evaluator.config, evaluator.action_variant, evaluator.lm.config.lexicon_cost = saved
+
+
+def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp_path):
+    """Over the corpus, a split whose parts words outside the batch reuse is cheap to keep, where
+    the batch alone would call it dear; a row replaces its own text's last segmentation; the lexicon
+    part is weighted; the evaluator keeps the latest segmentation of every text it has seen, across a
+    checkpoint."""
+    from segrl.evaluators.lm import SegmentationLexicon, lexicon_flip_costs
+
+    lexicon = SegmentationLexicon()
+    lexicon.update(
+        [("walked", ["walk", "ed"]), ("jumped", ["jump", "ed"]), ("singing", ["sing", "ing"])]
+    )
+    lexicon.update([("talking", ["talk", "ing"]), ("jumped", ["jumped"])])  # jumped: its latest
+    assert lexicon.counts == Counter(walk=1, ed=1, sing=1, ing=2, talk=1, jumped=1)
+    vocab = CharVocab.from_texts(["jumping walked"], "?")
+    batch = encode_segmentation_batch(vocab, ["jumping", "walked"])
+    decisions = np.zeros(batch.decisions.shape, dtype=np.int64)
+    decisions[0, 3] = SPLIT  # jump|ing; walked whole
+    batch = batch.with_decisions(decisions)
+    corpus = lexicon_flip_costs(batch, 1.0, lexicon.counts, lexicon.segmentations)
+    alone = lexicon_flip_costs(batch, 1.0)
+    # jump|ing -> jumping: "jump" leaves (-5), "ing" stays (talking, singing), "jumping" enters (+8)
+    assert corpus[0, 3] == pytest.approx(3.0)
+    assert alone[0, 3] == pytest.approx(-1.0)  # alone, "ing" leaves too (-4)
+    # walked -> walk|ed, in place of walk|ed: "walked" leaves (-7), "walk" (+5) and "ed" (+3) enter
+    assert corpus[1, 3] == pytest.approx(1.0) == alone[1, 3]
+    lexicon.update([("jumped", ["jump", "ed"])])  # now "ed" stays in the lexicon without walked
+    corpus = lexicon_flip_costs(batch, 1.0, lexicon.counts, lexicon.segmentations)
+    assert corpus[1, 3] == pytest.approx(-2.0)
+
+    torch.manual_seed(0)
+    config = tiny_config(reward="description-length", description_length_weight=0.5)
+    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
+    evaluator.lm.config.lexicon_cost = 1.0
+    assert evaluator.counts_segmentations
+    other = encode_segmentation_batch(vocab, ["walked", "jumped"])
+    split_at_3 = np.zeros(other.decisions.shape, dtype=np.int64)
+    split_at_3[:, 3] = SPLIT
+    other = other.with_decisions(split_at_3)  # walk|ed jump|ed
+    evaluator.pretrain([other])  # the lexicon starts from the pre-trained LM's decoding
+    decoded = other.with_decisions(np.where(evaluator.teacher.log_odds(other) > 0, SPLIT, 0))
+    jumped = tuple(decoded.segmentations()[1])
+    assert evaluator.lexicon.segmentations == dict(
+        zip(other.texts, map(tuple, decoded.segmentations()), strict=True)
+    )
+    evaluator.update(batch)  # jump|ing and walked (whole) replace what was there
+    assert evaluator.lexicon.segmentations == {
+        "walked": ("walked",),
+        "jumped": jumped,
+        "jumping": ("jump", "ing"),
+    }
+    assert evaluator.lexicon.counts == Counter(("walked", "jump", "ing", *jumped))
+    evaluator.action_variant = "flip"
+    flip = evaluator.action_rewards(batch)
+    evaluator.action_variant = "description-length"
+    expected = lexicon_flip_costs(
+        batch, 1.0, evaluator.lexicon.counts, evaluator.lexicon.segmentations
+    )
+    assert np.abs(expected).sum() > 0
+    np.testing.assert_allclose(evaluator.action_rewards(batch), flip + 0.5 * expected)
+    path = save_checkpoint(tmp_path / "checkpoint", evaluator=evaluator.state_dict())
+    restored = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
+    restored.load_state_dict(load_checkpoint(path, restore_rng=False)["evaluator"])
+    assert restored.lexicon.counts == evaluator.lexicon.counts
+    assert restored.lexicon.segmentations == evaluator.lexicon.segmentations
+    with pytest.raises(ConfigError, match="description_length_weight"):
+        tiny_config(description_length_weight=-1.0).check("evaluator.lm.")

@@ -38,12 +38,17 @@ Per-action (``action_rewards``, ``[B, P]``, nats):
 - ``incremental``: ``log p(segment closed at i) / |X|``: the log-probability of the segment whose
   last character is ``i`` (the text's last segment at its last position); 0 where no segment
   closes. Causal, and a row sums to the ``likelihood`` score.
-- ``description-length``: how much longer the whole batch's two-part code would be with decision
-  i flipped: ``flip`` (the corpus's part, ``-log p(X, S)`` under the LM) plus the change in the
-  batch's lexicon, whose distinct segments each cost ``lexicon_cost`` nats per character (and one
-  for its end) once, however many texts of the batch use them (Morfessor's two-part code over the
-  batch). A reward of the whole batch: splitting a word where other words of the batch reuse the
-  parts is cheaper than where they do not, which no reading of one word alone can tell.
+- ``description-length``: how much longer the two-part code would be with decision i flipped:
+  ``flip`` (the corpus's part, ``-log p(X, S)`` under the LM) plus ``description_length_weight``
+  times the change in the lexicon, whose distinct segments each cost ``lexicon_cost`` nats per
+  character (and one for its end) once, however many texts use them (Morfessor's two-part code).
+  Whose segments the lexicon counts is ``description_length_counts``: ``corpus``, the latest
+  segmentation of every training text (after pre-training the LM's posterior decoding of them
+  all, the untrained policy's where the LM has no posterior; then each batch's as the agent
+  segments it; a row counts as if its segmentation replaced its text's last one), or ``batch``,
+  the batch's own texts alone (before). A reward of the agent's whole
+  segmentation: splitting a word where other words reuse the parts is cheaper than where they do
+  not, which no reading of one word alone can tell.
 
 Rewards that read ``pi`` (``entropy``, ``marginal``, ``space-penalty`` with ``gamma > 0``,
 ``resample``) need ``SegmentationBatch.policy_probs``, which the sentence-level learners fill with
@@ -58,7 +63,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -70,7 +75,7 @@ from segrl.config import validate_config
 from segrl.data import Corpus, GoldWord
 from segrl.data.wordlists import dampen
 from segrl.errors import ConfigError, ModelError
-from segrl.evaluators.base import NO_SPLIT, Evaluator, SegmentationBatch
+from segrl.evaluators.base import NO_SPLIT, SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import LEXICON_COST, LMConfig, resolve_lm_config
@@ -127,6 +132,7 @@ class LMEvaluator(Evaluator):
             corpus=self.words,
         )
         self.buffer: deque[tuple[str, list[str]]] = deque(maxlen=config.buffer_size)
+        self.lexicon = SegmentationLexicon()
         self.rng = np.random.default_rng(seed)
         self.batches_seen = 0
         self.pretrained = False
@@ -231,9 +237,18 @@ class LMEvaluator(Evaluator):
                 if variant == "resample":
                     rewards = rewards * self._redraw_changes(batch)
                 elif variant == "description-length":
-                    rewards = rewards + lexicon_flip_costs(batch, self.lm.config.lexicon_cost)
+                    rewards = rewards + self.config.description_length_weight * self._lexicon_costs(
+                        batch
+                    )
         rewards = np.clip(rewards, -MAX_NATS, MAX_NATS)
         return np.where(batch.free_mask, rewards, 0.0)
+
+    def _lexicon_costs(self, batch: SegmentationBatch) -> np.ndarray:
+        """``lexicon_flip_costs`` over the segments ``description_length_counts`` counts."""
+        cost = self.lm.config.lexicon_cost or 0.0
+        if self.config.description_length_counts == "batch":
+            return lexicon_flip_costs(batch, cost)
+        return lexicon_flip_costs(batch, cost, self.lexicon.counts, self.lexicon.segmentations)
 
     def _redraw_changes(self, batch: SegmentationBatch) -> np.ndarray:
         """[B, P] bool: where a decision drawn again from the policy splits otherwise."""
@@ -253,13 +268,31 @@ class LMEvaluator(Evaluator):
                 chunk = [examples[i] for i in order[start : start + self.config.batch_size]]
                 stats = self._step(chunk)
         self.buffer.extend(examples)
+        if self.counts_segmentations:
+            teacher = self.teacher
+            for batch in batches:  # the pre-trained teacher's decoding, where there is one
+                if teacher is not None:
+                    decoded = np.where(teacher.log_odds(batch) > 0, SPLIT, NO_SPLIT)
+                    batch = batch.with_decisions(decoded)
+                self.lexicon.update(_examples(batch))
         self.pretrained = True
         return stats
+
+    @property
+    def counts_segmentations(self) -> bool:
+        """Whether the evaluator keeps every text's latest segmentation (``SegmentationLexicon``):
+        for the ``description-length`` reward over the corpus."""
+        return (
+            self.action_variant == "description-length"
+            and self.config.description_length_counts == "corpus"
+        )
 
     def update(self, batch: SegmentationBatch) -> dict[str, float]:
         """Add ``batch`` to the replay buffer; every ``update_every`` calls, one LM step on a sample
         of it. Returns the step's loss (before it) in bits per character."""
         self.buffer.extend(_examples(batch))
+        if self.counts_segmentations:
+            self.lexicon.update(_examples(batch))
         self.batches_seen += 1
         if self.batches_seen % self.config.update_every:
             return {}
@@ -321,6 +354,9 @@ class LMEvaluator(Evaluator):
             "rng": self.rng.bit_generator.state,
             "batches_seen": self.batches_seen,
             "pretrained": self.pretrained,
+            "segmentations": [
+                [text, list(segments)] for text, segments in self.lexicon.segmentations.items()
+            ],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -328,6 +364,8 @@ class LMEvaluator(Evaluator):
         self.buffer = deque(state["buffer"], maxlen=self.config.buffer_size)
         self.rng.bit_generator.state = state["rng"]
         self.batches_seen = int(state["batches_seen"])
+        self.lexicon = SegmentationLexicon()
+        self.lexicon.update((text, segments) for text, segments in state.get("segmentations", []))
         self.pretrained = bool(state["pretrained"])
 
 
@@ -393,16 +431,50 @@ class PosteriorTeacher:
         return cls(lm, words_alone, floor)
 
 
-def lexicon_flip_costs(batch: SegmentationBatch, cost: float) -> np.ndarray:
-    """[B, P] nats: how much the batch's lexicon (its distinct segments other than spaces, each
-    costing ``cost * (|m| + 1)`` once) grows when decision i alone is flipped; 0 at padding and
-    forced positions."""
+class SegmentationLexicon:
+    """The latest segmentation of every text seen (``segmentations``, text -> segments) and how many
+    of them use each segment other than a space (``counts``): the lexicon of the agent's
+    segmentation of the corpus, as Morfessor keeps its own."""
+
+    def __init__(self) -> None:
+        self.segmentations: dict[str, tuple[str, ...]] = {}
+        self.counts: Counter[str] = Counter()
+
+    def update(self, examples: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Each text's segmentation replaces its last one (the last of a text's rows wins)."""
+        for text, segments in examples:
+            segments = tuple(m for m in segments if m != " ")
+            old = self.segmentations.get(text)
+            if old is not None:
+                self.counts.subtract(old)
+            self.counts.update(segments)
+            self.segmentations[text] = segments
+        self.counts = +self.counts  # drop the segments no text uses any more
+
+
+def lexicon_flip_costs(
+    batch: SegmentationBatch,
+    cost: float,
+    counts: Mapping[str, int] | None = None,
+    segmentations: Mapping[str, Sequence[str]] | None = None,
+) -> np.ndarray:
+    """[B, P] nats: how much the lexicon (its distinct segments other than spaces, each costing
+    ``cost * (|m| + 1)`` once) grows when decision i alone is flipped; 0 at padding and forced
+    positions. The lexicon is the batch's own segments, or with ``counts``, the texts' segments
+    ``counts`` counts, of which ``segmentations`` gives each text's: a row's segmentation replaces
+    its text's there."""
     out = np.zeros(batch.decisions.shape)
     if not cost:
         return out
-    segmentations = batch.segmentations()
-    counts = Counter(m for segments in segmentations for m in segments if m != " ")
+    rows = [Counter(m for m in segments if m != " ") for segments in batch.segmentations()]
+    in_place = counts is not None
+    if counts is None:
+        counts = sum(rows, Counter())
+    segmentations = segmentations or {}
     for row, text in enumerate(batch.texts):
+        # with ``counts``, the lexicon with this row's segmentation in place of its text's last one
+        old = Counter(segmentations.get(text, ())) if in_place else Counter()
+        new = rows[row] if in_place else Counter()
         # where the segments before the text's last one end
         ends = np.flatnonzero(batch.splits[row, : len(text) - 1]) + 1
         for i in np.flatnonzero(batch.free_mask[row]):
@@ -413,7 +485,7 @@ def lexicon_flip_costs(batch: SegmentationBatch, cost: float) -> np.ndarray:
             parts, whole = Counter([left, right]), Counter([left + right])
             removed, added = (parts, whole) if batch.splits[row, i] else (whole, parts)
             for m in removed.keys() | added.keys():
-                before = counts[m]
+                before = counts.get(m, 0) - old[m] + new[m]
                 now = before - removed[m] + added[m]
                 out[row, i] += cost * (len(m) + 1) * ((now > 0) - (before > 0))
     return out

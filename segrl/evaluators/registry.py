@@ -89,6 +89,14 @@ class LMEvaluatorConfig:
     log-dampened count, whatever the agent samples, so that a word list and running text give the
     LM the same kind of data (on running text the sampled sentences' word types are mostly the
     frequent short words, in every batch)."""
+    description_length_counts: Literal["corpus", "batch"] = "corpus"
+    """Whose segments the ``description-length`` reward's lexicon counts: ``corpus``, the latest
+    segmentation of every training text (as Morfessor's lexicon), or ``batch``, the batch's texts
+    alone (before commit COMMIT; a segment one word of 64 uses pays its whole spelling, and the
+    agent split about every second position)."""
+    description_length_weight: float = 1.0
+    """The ``description-length`` reward's weight on the lexicon's part (the LM's corpus part 1), as
+    Morfessor's corpus weight sets the balance the other way round."""
     posterior_floor: float = 1e-6
     """The ``posterior`` reward reads the LM's boundary probability clamped to ``[floor, 1 - floor]``,
     so a decision's reward is at most ``log((1 - floor) / floor)`` nats either way; with the entropy
@@ -130,6 +138,11 @@ class LMEvaluatorConfig:
         ):
             raise ConfigError(
                 f"the marginal objective and the posterior reward need {prefix}arch.model = 'slm'"
+            )
+        if self.description_length_weight < 0:
+            raise ConfigError(
+                f"{prefix}description_length_weight must be at least 0, got "
+                f"{self.description_length_weight}"
             )
         if (
             min(self.buffer_size, self.update_every, self.batch_size) < 1
