@@ -228,3 +228,14 @@ def test_lm_segmenter_decodes_by_viterbi_or_by_posterior():
     assert viterbi[1] == [word[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
     with pytest.raises(ConfigError, match="viterbi or posterior"):
         LMSegmenter(model, decoding="greedy")
+    # another threshold splits where the posterior is above it: here between the positions'
+    # posteriors, so that each threshold gives another segmentation
+    ranked = sorted(mass)
+    for low, high in zip(ranked, ranked[1:], strict=False):
+        threshold = (low + high) / 2
+        cuts = [0, *[k + 1 for k in range(5) if mass[k] > threshold], len(word)]
+        at = LMSegmenter(model, decoding="posterior", threshold=threshold).segment_words(words)
+        assert at[1] == [word[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+        assert len(at[1]) == 1 + sum(m > threshold for m in mass)
+    with pytest.raises(ConfigError, match="threshold"):
+        LMSegmenter(model, decoding="posterior", threshold=1.0)

@@ -92,7 +92,7 @@ class LMEvaluatorConfig:
     description_length_counts: Literal["corpus", "batch"] = "corpus"
     """Whose segments the ``description-length`` reward's lexicon counts: ``corpus``, the latest
     segmentation of every training text (as Morfessor's lexicon), or ``batch``, the batch's texts
-    alone (before commit COMMIT; a segment one word of 64 uses pays its whole spelling, and the
+    alone (before commit d033c10; a segment one word of 64 uses pays its whole spelling, and the
     agent split about every second position)."""
     description_length_weight: float = 1.0
     """The ``description-length`` reward's weight on the lexicon's part (the LM's corpus part 1), as
