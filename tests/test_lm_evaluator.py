@@ -459,7 +459,7 @@ def test_the_description_length_reward_prices_the_batchs_lexicon(trained):
     saved = evaluator.config, evaluator.action_variant, evaluator.lm.config.lexicon_cost
     try:
         evaluator.lm.config.lexicon_cost = 3.0
-        evaluator.config = replace(saved[0], description_length_counts="batch")
+        assert evaluator.config.description_length_counts == "batch"  # the default
         evaluator.action_variant = "flip"
         flip = evaluator.action_rewards(batch)
         evaluator.action_variant = "description-length"
@@ -498,7 +498,11 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
     assert corpus[1, 3] == pytest.approx(-2.0)
 
     torch.manual_seed(0)
-    config = tiny_config(reward="description-length", description_length_weight=0.5)
+    config = tiny_config(
+        reward="description-length",
+        description_length_counts="corpus",
+        description_length_weight=0.5,
+    )
     evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
     evaluator.lm.config.lexicon_cost = 1.0
     assert evaluator.counts_segmentations

@@ -42,11 +42,11 @@ Per-action (``action_rewards``, ``[B, P]``, nats):
   ``flip`` (the corpus's part, ``-log p(X, S)`` under the LM) plus ``description_length_weight``
   times the change in the lexicon, whose distinct segments each cost ``lexicon_cost`` nats per
   character (and one for its end) once, however many texts use them (Morfessor's two-part code).
-  Whose segments the lexicon counts is ``description_length_counts``: ``corpus``, the latest
-  segmentation of every training text (after pre-training the LM's posterior decoding of them
-  all, the untrained policy's where the LM has no posterior; then each batch's as the agent
-  segments it; a row counts as if its segmentation replaced its text's last one), or ``batch``,
-  the batch's own texts alone (before). A reward of the agent's whole
+  Whose segments the lexicon counts is ``description_length_counts``: ``batch``, the batch's own
+  texts (the default), or ``corpus``, the latest segmentation of every training text (after
+  pre-training the LM's posterior decoding of them all, the untrained policy's where the LM has no
+  posterior; then each batch's as the agent segments it; a row counts as if its segmentation
+  replaced its text's last one). A reward of the agent's whole
   segmentation: splitting a word where other words reuse the parts is cheaper than where they do
   not, which no reading of one word alone can tell.
 

@@ -89,11 +89,12 @@ class LMEvaluatorConfig:
     log-dampened count, whatever the agent samples, so that a word list and running text give the
     LM the same kind of data (on running text the sampled sentences' word types are mostly the
     frequent short words, in every batch)."""
-    description_length_counts: Literal["corpus", "batch"] = "corpus"
-    """Whose segments the ``description-length`` reward's lexicon counts: ``corpus``, the latest
-    segmentation of every training text (as Morfessor's lexicon), or ``batch``, the batch's texts
-    alone (before commit d033c10; a segment one word of 64 uses pays its whole spelling, and the
-    agent split about every second position)."""
+    description_length_counts: Literal["batch", "corpus"] = "batch"
+    """Whose segments the ``description-length`` reward's lexicon counts: ``batch``, the batch's texts
+    alone (a piece that other words of the batch use is nearly free, and the pieces 64 random words
+    share are the frequent ones), or ``corpus``, the latest segmentation of every training text, as
+    Morfessor's lexicon (nearly every short piece is in it, so splitting anywhere is nearly free:
+    lower in every language but English over three seeds, docs/studies/2026-11-26-teacher.md)."""
     description_length_weight: float = 1.0
     """The ``description-length`` reward's weight on the lexicon's part (the LM's corpus part 1), as
     Morfessor's corpus weight sets the balance the other way round."""
