@@ -513,28 +513,33 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
     evaluator.pretrain([other])  # the lexicon starts from the pre-trained LM's decoding
     decoded = other.with_decisions(np.where(evaluator.teacher.log_odds(other) > 0, SPLIT, 0))
     jumped = tuple(decoded.segmentations()[1])
-    assert evaluator.lexicon.segmentations == dict(
+    assert evaluator.segmentation_lexicon.segmentations == dict(
         zip(other.texts, map(tuple, decoded.segmentations()), strict=True)
     )
     evaluator.update(batch)  # jump|ing and walked (whole) replace what was there
-    assert evaluator.lexicon.segmentations == {
+    assert evaluator.segmentation_lexicon.segmentations == {
         "walked": ("walked",),
         "jumped": jumped,
         "jumping": ("jump", "ing"),
     }
-    assert evaluator.lexicon.counts == Counter(("walked", "jump", "ing", *jumped))
+    assert evaluator.segmentation_lexicon.counts == Counter(("walked", "jump", "ing", *jumped))
     evaluator.action_variant = "flip"
     flip = evaluator.action_rewards(batch)
     evaluator.action_variant = "description-length"
     expected = lexicon_flip_costs(
-        batch, 1.0, evaluator.lexicon.counts, evaluator.lexicon.segmentations
+        batch,
+        1.0,
+        evaluator.segmentation_lexicon.counts,
+        evaluator.segmentation_lexicon.segmentations,
     )
     assert np.abs(expected).sum() > 0
     np.testing.assert_allclose(evaluator.action_rewards(batch), flip + 0.5 * expected)
     path = save_checkpoint(tmp_path / "checkpoint", evaluator=evaluator.state_dict())
     restored = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
     restored.load_state_dict(load_checkpoint(path, restore_rng=False)["evaluator"])
-    assert restored.lexicon.counts == evaluator.lexicon.counts
-    assert restored.lexicon.segmentations == evaluator.lexicon.segmentations
+    assert restored.segmentation_lexicon.counts == evaluator.segmentation_lexicon.counts
+    assert (
+        restored.segmentation_lexicon.segmentations == evaluator.segmentation_lexicon.segmentations
+    )
     with pytest.raises(ConfigError, match="description_length_weight"):
         tiny_config(description_length_weight=-1.0).check("evaluator.lm.")

@@ -132,7 +132,7 @@ class LMEvaluator(Evaluator):
             corpus=self.words,
         )
         self.buffer: deque[tuple[str, list[str]]] = deque(maxlen=config.buffer_size)
-        self.lexicon = SegmentationLexicon()
+        self.segmentation_lexicon = SegmentationLexicon()
         self.rng = np.random.default_rng(seed)
         self.batches_seen = 0
         self.pretrained = False
@@ -248,7 +248,9 @@ class LMEvaluator(Evaluator):
         cost = self.lm.config.lexicon_cost or 0.0
         if self.config.description_length_counts == "batch":
             return lexicon_flip_costs(batch, cost)
-        return lexicon_flip_costs(batch, cost, self.lexicon.counts, self.lexicon.segmentations)
+        return lexicon_flip_costs(
+            batch, cost, self.segmentation_lexicon.counts, self.segmentation_lexicon.segmentations
+        )
 
     def _redraw_changes(self, batch: SegmentationBatch) -> np.ndarray:
         """[B, P] bool: where a decision drawn again from the policy splits otherwise."""
@@ -274,7 +276,7 @@ class LMEvaluator(Evaluator):
                 if teacher is not None:
                     decoded = np.where(teacher.log_odds(batch) > 0, SPLIT, NO_SPLIT)
                     batch = batch.with_decisions(decoded)
-                self.lexicon.update(_examples(batch))
+                self.segmentation_lexicon.update(_examples(batch))
         self.pretrained = True
         return stats
 
@@ -292,7 +294,7 @@ class LMEvaluator(Evaluator):
         of it. Returns the step's loss (before it) in bits per character."""
         self.buffer.extend(_examples(batch))
         if self.counts_segmentations:
-            self.lexicon.update(_examples(batch))
+            self.segmentation_lexicon.update(_examples(batch))
         self.batches_seen += 1
         if self.batches_seen % self.config.update_every:
             return {}
@@ -355,7 +357,8 @@ class LMEvaluator(Evaluator):
             "batches_seen": self.batches_seen,
             "pretrained": self.pretrained,
             "segmentations": [
-                [text, list(segments)] for text, segments in self.lexicon.segmentations.items()
+                [text, list(segments)]
+                for text, segments in self.segmentation_lexicon.segmentations.items()
             ],
         }
 
@@ -364,8 +367,10 @@ class LMEvaluator(Evaluator):
         self.buffer = deque(state["buffer"], maxlen=self.config.buffer_size)
         self.rng.bit_generator.state = state["rng"]
         self.batches_seen = int(state["batches_seen"])
-        self.lexicon = SegmentationLexicon()
-        self.lexicon.update((text, segments) for text, segments in state.get("segmentations", []))
+        self.segmentation_lexicon = SegmentationLexicon()
+        self.segmentation_lexicon.update(
+            (text, segments) for text, segments in state.get("segmentations", [])
+        )
         self.pretrained = bool(state["pretrained"])
 
 
