@@ -486,7 +486,7 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
     decisions = np.zeros(batch.decisions.shape, dtype=np.int64)
     decisions[0, 3] = SPLIT  # jump|ing; walked whole
     batch = batch.with_decisions(decisions)
-    corpus = lexicon_flip_costs(batch, 1.0, lexicon.counts, lexicon.segmentations)
+    corpus = lexicon_flip_costs(batch, 1.0, lexicon)
     alone = lexicon_flip_costs(batch, 1.0)
     # jump|ing -> jumping: "jump" leaves (-5), "ing" stays (talking, singing), "jumping" enters (+8)
     assert corpus[0, 3] == pytest.approx(3.0)
@@ -494,7 +494,7 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
     # walked -> walk|ed, in place of walk|ed: "walked" leaves (-7), "walk" (+5) and "ed" (+3) enter
     assert corpus[1, 3] == pytest.approx(1.0) == alone[1, 3]
     lexicon.update([("jumped", ["jump", "ed"])])  # now "ed" stays in the lexicon without walked
-    corpus = lexicon_flip_costs(batch, 1.0, lexicon.counts, lexicon.segmentations)
+    corpus = lexicon_flip_costs(batch, 1.0, lexicon)
     assert corpus[1, 3] == pytest.approx(-2.0)
 
     torch.manual_seed(0)
@@ -526,12 +526,7 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
     evaluator.action_variant = "flip"
     flip = evaluator.action_rewards(batch)
     evaluator.action_variant = "description-length"
-    expected = lexicon_flip_costs(
-        batch,
-        1.0,
-        evaluator.segmentation_lexicon.counts,
-        evaluator.segmentation_lexicon.segmentations,
-    )
+    expected = lexicon_flip_costs(batch, 1.0, evaluator.segmentation_lexicon)
     assert np.abs(expected).sum() > 0
     np.testing.assert_allclose(evaluator.action_rewards(batch), flip + 0.5 * expected)
     path = save_checkpoint(tmp_path / "checkpoint", evaluator=evaluator.state_dict())

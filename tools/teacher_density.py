@@ -22,7 +22,7 @@ import segrl
 from segrl.data.gold import load_gold
 from segrl.evaluators.lm import PosteriorTeacher
 from segrl.lm.segmenter import LMSegmenter
-from segrl.metrics import evaluate_word_segmenter, units_per_char
+from segrl.metrics import segmentation_metrics
 
 THRESHOLDS = (0.7, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05)
 
@@ -45,11 +45,10 @@ def rows(run: Path, gold_path: Path, max_words: int, thresholds: tuple[float, ..
         "|---|---:|---:|---:|---:|",
     ]
     for name, segment_words in segmenters:
-        metrics = evaluate_word_segmenter(segment_words, gold)
-        density = units_per_char(segment_words(words))
+        metrics = segmentation_metrics(segment_words(words), gold)  # units per character of these
         out.append(
             f"| {name} | {metrics['boundary_precision']:.3f} | {metrics['boundary_recall']:.3f} | "
-            f"{metrics['boundary_f1']:.3f} | {density:.3f} |"
+            f"{metrics['boundary_f1']:.3f} | {metrics['units_per_char']:.3f} |"
         )
     return out
 

@@ -248,9 +248,7 @@ class LMEvaluator(Evaluator):
         cost = self.lm.config.lexicon_cost or 0.0
         if self.config.description_length_counts == "batch":
             return lexicon_flip_costs(batch, cost)
-        return lexicon_flip_costs(
-            batch, cost, self.segmentation_lexicon.counts, self.segmentation_lexicon.segmentations
-        )
+        return lexicon_flip_costs(batch, cost, self.segmentation_lexicon)
 
     def _redraw_changes(self, batch: SegmentationBatch) -> np.ndarray:
         """[B, P] bool: where a decision drawn again from the policy splits otherwise."""
@@ -292,9 +290,10 @@ class LMEvaluator(Evaluator):
     def update(self, batch: SegmentationBatch) -> dict[str, float]:
         """Add ``batch`` to the replay buffer; every ``update_every`` calls, one LM step on a sample
         of it. Returns the step's loss (before it) in bits per character."""
-        self.buffer.extend(_examples(batch))
+        examples = _examples(batch)
+        self.buffer.extend(examples)
         if self.counts_segmentations:
-            self.segmentation_lexicon.update(_examples(batch))
+            self.segmentation_lexicon.update(examples)
         self.batches_seen += 1
         if self.batches_seen % self.config.update_every:
             return {}
@@ -449,37 +448,30 @@ class SegmentationLexicon:
         """Each text's segmentation replaces its last one (the last of a text's rows wins)."""
         for text, segments in examples:
             segments = tuple(m for m in segments if m != " ")
-            old = self.segmentations.get(text)
-            if old is not None:
-                self.counts.subtract(old)
+            for m in self.segmentations.get(text, ()):
+                self.counts[m] -= 1
+                if not self.counts[m]:  # no text uses it any more
+                    del self.counts[m]
             self.counts.update(segments)
             self.segmentations[text] = segments
-        self.counts = +self.counts  # drop the segments no text uses any more
 
 
 def lexicon_flip_costs(
-    batch: SegmentationBatch,
-    cost: float,
-    counts: Mapping[str, int] | None = None,
-    segmentations: Mapping[str, Sequence[str]] | None = None,
+    batch: SegmentationBatch, cost: float, lexicon: SegmentationLexicon | None = None
 ) -> np.ndarray:
     """[B, P] nats: how much the lexicon (its distinct segments other than spaces, each costing
     ``cost * (|m| + 1)`` once) grows when decision i alone is flipped; 0 at padding and forced
-    positions. The lexicon is the batch's own segments, or with ``counts``, the texts' segments
-    ``counts`` counts, of which ``segmentations`` gives each text's: a row's segmentation replaces
-    its text's there."""
+    positions. The lexicon is the batch's own segments, or ``lexicon``'s, where a row's
+    segmentation replaces its text's last one."""
     out = np.zeros(batch.decisions.shape)
     if not cost:
         return out
     rows = [Counter(m for m in segments if m != " ") for segments in batch.segmentations()]
-    in_place = counts is not None
-    if counts is None:
-        counts = sum(rows, Counter())
-    segmentations = segmentations or {}
+    counts = lexicon.counts if lexicon is not None else sum(rows, Counter())
     for row, text in enumerate(batch.texts):
-        # with ``counts``, the lexicon with this row's segmentation in place of its text's last one
-        old = Counter(segmentations.get(text, ())) if in_place else Counter()
-        new = rows[row] if in_place else Counter()
+        # in ``lexicon``, this row's segmentation in place of its text's last one
+        old = Counter(lexicon.segmentations.get(text, ())) if lexicon is not None else Counter()
+        new = rows[row] if lexicon is not None else Counter()
         # where the segments before the text's last one end
         ends = np.flatnonzero(batch.splits[row, : len(text) - 1]) + 1
         for i in np.flatnonzero(batch.free_mask[row]):
