@@ -16,10 +16,12 @@ the density's. The thresholds read the gold, so they are a diagnosis, never a se
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import segrl
 from segrl.data.gold import load_gold
+from segrl.errors import SegrlError
 from segrl.evaluators.lm import PosteriorTeacher
 from segrl.lm.segmenter import LMSegmenter
 from segrl.metrics import segmentation_metrics
@@ -53,7 +55,7 @@ def rows(run: Path, gold_path: Path, max_words: int, thresholds: tuple[float, ..
     return out
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="a segrl train run folder with an slm evaluator")
     parser.add_argument("--gold", type=Path, required=True, help="a gold word segmentation file")
@@ -67,8 +69,14 @@ def main() -> None:
         help="posterior thresholds to decode the teacher at (default: %(default)s)",
     )
     args = parser.parse_args()
-    print("\n".join(rows(args.run, args.gold, args.gold_max_words, tuple(args.thresholds))))
+    try:
+        table = rows(args.run, args.gold, args.gold_max_words, tuple(args.thresholds))
+    except SegrlError as e:  # a folder or gold file that is not one: say which, as the CLI does
+        print(f"teacher_density: error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(table))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
