@@ -125,6 +125,13 @@ def test_cell_command_lines(tmp_path):
     assert plain[plain.index("--train-seed") + 1] == "1"
 
 
+def test_a_cell_on_gold_words_may_report_the_posterior_decoding_too():
+    suite = load_suite("quick")
+    required, optional = Cell(suite.languages[0], suite.systems[0], 0).metrics
+    assert "boundary_f1" in required and "word_f1" not in required
+    assert optional == tuple(f"posterior/{m}" for m in required)
+
+
 def _result(system, seed, f1, p=0.5, r=0.5, u=0.3, status="done"):
     return {
         "language": "en",

@@ -50,7 +50,7 @@ WORD_METRICS = (
     "units_per_char",
 )
 """What every cell of a language whose corpus is segmented (``segmented:PATH``: word discovery)
-reports; an ``slm``'s posterior decoding adds the same under ``POSTERIOR_PREFIX``."""
+reports. With either set an ``slm``'s posterior decoding adds the same under ``POSTERIOR_PREFIX``."""
 CELL_TAG = "segrl.bench.cell"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
@@ -70,9 +70,8 @@ class Cell:
     def metrics(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The metrics this cell must report, and those it may (an ``slm``'s posterior decoding):
         word discovery's where the language's corpus is segmented, else the gold words'."""
-        if is_segmented(self.language.corpus):
-            return WORD_METRICS, tuple(f"{POSTERIOR_PREFIX}{m}" for m in WORD_METRICS)
-        return METRICS, ()
+        metrics = WORD_METRICS if is_segmented(self.language.corpus) else METRICS
+        return metrics, tuple(f"{POSTERIOR_PREFIX}{m}" for m in metrics)
 
     def folder(self, root: Path) -> Path:
         return root / self.language.name / self.system.name / f"seed-{self.seed}"

@@ -56,6 +56,7 @@ from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char
 from segrl.metrics import (
     BITS_PER_CHAR,
+    F1_BY_LENGTH,
     POSTERIOR_PREFIX,
     evaluate_word_discovery,
     evaluate_word_segmenter,
@@ -299,13 +300,17 @@ def train_lm_segmenter(
             job.save()
         model.load_state_dict(best)
         segmenter = LMSegmenter(model)
-        if gold is None:  # word discovery: Viterbi, and the posterior decoding beside it
+        posterior = LMSegmenter(model, decoding="posterior").segment_words
+        # Viterbi, and the posterior decoding beside it (either is the LM's own segmentation)
+        if gold is None:  # word discovery
             metrics = evaluate_word_discovery(segmenter.segment_words, corpus.test)
-            posterior = LMSegmenter(model, decoding="posterior").segment_words
-            for name, value in evaluate_word_discovery(posterior, corpus.test).items():
-                metrics[f"{POSTERIOR_PREFIX}{name}"] = value
+            beside = evaluate_word_discovery(posterior, corpus.test)
         else:
             metrics = evaluate_word_segmenter(segmenter.segment_words, gold, corpus.test)
+            beside = evaluate_word_segmenter(posterior, gold, corpus.test)
+        for name, value in beside.items():
+            if not name.startswith(F1_BY_LENGTH):  # the figure by word length stays Viterbi's
+                metrics[f"{POSTERIOR_PREFIX}{name}"] = value
         metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
         metrics["train_seconds"] = job.train_seconds
         samples = "\n".join(render(segmenter.segment_sentence(s)) for s in texts.test[:25]) + "\n"
