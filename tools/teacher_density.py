@@ -10,7 +10,10 @@ the density's. The thresholds read the gold, so they are a diagnosis, never a se
 
     python tools/teacher_density.py runs/RUN --gold ../shared/data/sigmorphon2022/ces.word.dev.tsv
 
-``RUN`` is a ``segrl train`` run folder whose evaluator was an ``slm`` (its ``segmenter/teacher``).
+``RUN`` is a ``segrl train`` run folder whose evaluator was an ``slm`` (its ``segmenter/teacher``),
+or ``segrl lm train``'s run folder or a saved ``slm`` (a teacher alone: its Viterbi decoding, then its
+posterior at each threshold; does any density reach a target?). Without ``--gold`` the words are the
+bundled gold set's, all of them, as ``segrl lm train`` scores them.
 """
 
 from __future__ import annotations
@@ -23,22 +26,34 @@ import segrl
 from segrl.data.gold import load_gold
 from segrl.errors import SegrlError
 from segrl.evaluators.lm import PosteriorTeacher
+from segrl.lm.models import load_lm
 from segrl.lm.segmenter import LMSegmenter
 from segrl.metrics import segmentation_metrics
 
 THRESHOLDS = (0.7, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05)
+GOLD_FILE_WORDS = 10_000
+"""The gold words read from a ``--gold`` file unless ``--gold-max-words`` says otherwise (as the
+sigmorphon suite scores them)."""
 
 
-def rows(run: Path, gold_path: Path, max_words: int, thresholds: tuple[float, ...]) -> list[str]:
+def rows(
+    run: Path, gold_path: Path | None, max_words: int | None, thresholds: tuple[float, ...]
+) -> list[str]:
+    if max_words is None and gold_path is not None:
+        max_words = GOLD_FILE_WORDS
     gold = load_gold(gold_path, max_words=max_words)
     words = [g.word for g in gold]
-    student = segrl.load_segmenter(run / "segmenter")
-    teacher = PosteriorTeacher.load(run / "segmenter" / "teacher")
-    segmenters = [("student", student.segment_words)]
+    if (run / "segmenter").is_dir():  # a segrl train run: the student, then its teacher
+        student = segrl.load_segmenter(run / "segmenter")
+        lm = PosteriorTeacher.load(run / "segmenter" / "teacher").lm
+        segmenters = [("student", student.segment_words)]
+    else:  # segrl lm train's run folder (its best model) or a saved slm: the teacher alone
+        lm = load_lm(run / "best" if (run / "best").is_dir() else run)
+        segmenters = [("teacher, Viterbi", LMSegmenter(lm).segment_words)]
     segmenters += [
         (
             f"teacher, posterior > {t}",
-            LMSegmenter(teacher.lm, decoding="posterior", threshold=t).segment_words,
+            LMSegmenter(lm, decoding="posterior", threshold=t).segment_words,
         )
         for t in thresholds
     ]
@@ -57,9 +72,21 @@ def rows(run: Path, gold_path: Path, max_words: int, thresholds: tuple[float, ..
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", type=Path, help="a segrl train run folder with an slm evaluator")
-    parser.add_argument("--gold", type=Path, required=True, help="a gold word segmentation file")
-    parser.add_argument("--gold-max-words", type=int, default=10_000, metavar="N")
+    parser.add_argument(
+        "run",
+        type=Path,
+        help="a segrl train run folder with an slm evaluator, a segrl lm train run folder or a saved slm",
+    )
+    parser.add_argument(
+        "--gold", type=Path, help="a gold word segmentation file (default: the bundled gold set)"
+    )
+    parser.add_argument(
+        "--gold-max-words",
+        type=int,
+        metavar="N",
+        help=f"score on this many gold words (default: {GOLD_FILE_WORDS:,} of a --gold file, "
+        "all of the bundled set)",
+    )
     parser.add_argument(
         "--thresholds",
         type=float,
