@@ -165,7 +165,7 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
     # the saved model carries the settings for words: a word's length limit and its length prior
     saved = load_lm(mlflow_store / "run" / "best").config
     assert saved.max_segment_length == WORD_MAX_SEGMENT_LENGTH
-    assert saved.length_penalty == WORD_DISCOVERY_LENGTH_PENALTY == 0.1
+    assert saved.length_penalty == WORD_DISCOVERY_LENGTH_PENALTY == 0.15
 
 
 @pytest.mark.slow
