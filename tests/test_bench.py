@@ -215,7 +215,9 @@ def test_quick_suite_end_to_end(mlflow_store, tmp_path):
     outcome = run_bench(load_suite("quick"), tmp_path / "quick", workers=2)
     assert not outcome.failed, outcome.failed
     by_system = {row["system"]: row for row in outcome.rows}
-    assert set(by_system) == {s.name for s in load_suite("quick").systems}
+    # every system, and the slm's posterior decoding as a row of its own
+    assert set(by_system) == {s.name for s in load_suite("quick").systems} | {"slm-posterior"}
+    assert 0 < by_system["slm-posterior"]["boundary_f1_mean"] < 1
     assert all(row["n_seeds"] == 2 for row in outcome.rows)
     assert by_system["characters"]["units_per_char_mean"] == pytest.approx(1.0)
     assert 0 < by_system["morfessor"]["boundary_f1_mean"] < 1
