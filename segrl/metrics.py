@@ -312,6 +312,16 @@ def evaluate_word_discovery(
     return word_discovery_metrics(segment_texts(texts), utterances)
 
 
+def posterior_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics of the posterior decoding in ``metrics`` (those under ``POSTERIOR_PREFIX``), named
+    as the Viterbi ones are (``posterior/word_f1`` becomes ``word_f1``); empty where none was logged."""
+    return {
+        key.removeprefix(POSTERIOR_PREFIX): value
+        for key, value in metrics.items()
+        if key.startswith(POSTERIOR_PREFIX)
+    }
+
+
 def metrics_summary(metrics: Mapping[str, float]) -> str:
     """One line of a segmenter's headline metrics: word discovery's (word, boundary and lexicon
     P/R/F1) where it has them, else boundary P/R/F1 against the gold words; units per character."""

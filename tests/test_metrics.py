@@ -14,6 +14,7 @@ from segrl.metrics import (
     boundary_prf,
     longest_common_substring,
     nats_to_bits_per_char,
+    posterior_metrics,
     prf_from_counts,
     segment_matching_prf,
     segmentation_metrics,
@@ -164,3 +165,14 @@ def test_segmentation_metrics_names_and_values():
     text = segmentation_metrics([["walk", "ed"], ["c", "at"]], gold, [["the", " ", "cat"]])
     assert (text[UNITS_PER_CHAR], text[GOLD_UNITS_PER_CHAR]) == (pytest.approx(2 / 6), 4 / 9)
     assert (metrics[BPR_PRECISION], metrics[BPR_RECALL]) == (0.5, 1.0)  # cat: 0 of 1 predicted
+
+
+def test_posterior_metrics_are_the_prefixed_ones_renamed():
+    metrics = {
+        "word_f1": 0.5,
+        "posterior/word_f1": 0.6,
+        "posterior/boundary_f1": 0.7,
+        "system": "slm",
+    }
+    assert posterior_metrics(metrics) == {"word_f1": 0.6, "boundary_f1": 0.7}
+    assert posterior_metrics({"word_f1": 0.5}) == {}

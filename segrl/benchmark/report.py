@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from segrl.benchmark.cells import METRICS, WORD_METRICS
-from segrl.metrics import POSTERIOR_PREFIX
+from segrl.metrics import posterior_metrics
 
 BEST_MARK = "*"
 ALL_METRICS = tuple(dict.fromkeys((*METRICS, *WORD_METRICS)))
@@ -30,13 +30,9 @@ def with_posterior_rows(results: Sequence[dict]) -> list[dict]:
     out = []
     for result in results:
         out.append(result)
-        prefixed = {
-            key.removeprefix(POSTERIOR_PREFIX): value
-            for key, value in result.items()
-            if key.startswith(POSTERIOR_PREFIX)
-        }
-        if prefixed:
-            out.append({**result, **prefixed, "system": f"{result['system']}{POSTERIOR_ROW}"})
+        posterior = posterior_metrics(result)
+        if posterior:
+            out.append({**result, **posterior, "system": f"{result['system']}{POSTERIOR_ROW}"})
     return out
 
 

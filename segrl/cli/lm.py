@@ -111,7 +111,7 @@ def _threads(args: argparse.Namespace) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from segrl.data import load_corpus, load_gold
     from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
-    from segrl.metrics import POSTERIOR_PREFIX, metrics_summary
+    from segrl.metrics import metrics_summary, posterior_metrics
     from segrl.tracking.store import ensure_reachable
 
     config = config_from_args(LMTrainConfig, args, lm_command=None)
@@ -122,11 +122,7 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences")
     metrics = train_lm_segmenter(config, corpus, gold)
     print(f"[slm] {metrics_summary(metrics)}, held-out {metrics['bits_per_char']:.3f} bits/char")
-    posterior = {
-        k.removeprefix(POSTERIOR_PREFIX): v
-        for k, v in metrics.items()
-        if k.startswith(POSTERIOR_PREFIX)
-    }
+    posterior = posterior_metrics(metrics)
     if posterior:
         print(f"[slm-posterior] {metrics_summary(posterior)}")
     print(where_to_look(config.tracking.experiment))
