@@ -96,6 +96,10 @@ class BaselineConfig:
     morfessor_corpus_weight: float = 1.0
     """Morfessor Baseline's corpus weight (alpha): above 1 gives fewer, longer morphs; below 1 more,
     shorter ones."""
+    morfessor_max_epochs: int | None = None
+    """Morfessor's training epochs at most (``train_batch``'s ``max_epochs``); None: until its
+    cost stops improving, Morfessor's own stopping rule. A cap makes a corpus of long "words"
+    trainable in a set budget: an unspaced Penn Treebank sentence (about 100 characters) is one."""
     morfessor_annotations: str | None = None
     """A Morfessor annotation file (``word morph morph, morph morph`` lines) for semi-supervised
     training, as ``morfessor -A``; None: unsupervised."""

@@ -43,6 +43,19 @@ def test_morfessor_finds_the_suffixes(corpus):
     assert segmenter.segment("talks") == ["talk", "s"]
 
 
+def test_morfessor_max_epochs_stops_training_early(corpus):
+    from segrl.baselines.experiment import segmenter_name
+    from segrl.config import BaselineConfig
+
+    # uncapped, Morfessor trains at least two epochs; one epoch leaves its cost higher
+    capped = MorfessorSegmenter(cache_dir="", max_epochs=1).train(corpus)
+    full = MorfessorSegmenter(cache_dir="").train(corpus)
+    assert capped.model.get_cost() > full.model.get_cost()
+    with pytest.raises(ValueError, match="max_epochs must be at least 1"):
+        MorfessorSegmenter(max_epochs=0)
+    assert segmenter_name(BaselineConfig(morfessor_max_epochs=3)) == "morfessor-e3"
+
+
 def test_morfessor_cache_is_reused_and_repaired(corpus, tmp_path):
     first = MorfessorSegmenter(cache_dir=str(tmp_path)).train(corpus)
     assert not first.from_cache

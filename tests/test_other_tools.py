@@ -5,6 +5,7 @@ pickle, refused unread) load with ``segrl.load_segmenter`` and ``segrl segment``
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shlex
@@ -252,3 +253,14 @@ def test_a_bad_annotation_line_is_one_line(mlflow_store, text, capsys):
     assert main(["baseline", "--method", "morfessor", *args]) == EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"{annotations}:2:" in err and "'home'" in err
+
+
+def test_baseline_morfessor_epochs_reaches_the_run(mlflow_store, text, capsys):
+    args = ["--method", "morfessor", "--corpus", str(text), "--gold-max-words", "50"]
+    assert main(["baseline", *args, "--morfessor-epochs", "0"]) == 2
+    assert "--morfessor-epochs must be at least 1, got 0" in capsys.readouterr().err
+    assert (
+        main(["baseline", *args, "--morfessor-epochs", "1", "--out", str(mlflow_store / "m")]) == 0
+    )
+    saved = json.loads((mlflow_store / "m" / "segmenter.json").read_text())
+    assert saved["options"]["max_epochs"] == 1

@@ -48,8 +48,9 @@ class MorfessorSegmenter(Segmenter):
     ``round(log2(count + 1))``; ``none``: token counts), ``seed``, ``annotations`` (a file of
     Morfessor's annotation format, ``word morph morph, other analysis``, for semi-supervised
     training, as ``morfessor -A``; such models are not cached) and ``annotation_weight``
-    (``morfessor -W``; None: Morfessor balances the annotated and unannotated tokens), ``cache_dir``
-    (None: the default cache; ``""``: no cache).
+    (``morfessor -W``; None: Morfessor balances the annotated and unannotated tokens),
+    ``max_epochs`` (None: until Morfessor's cost stops improving), ``cache_dir`` (None: the default
+    cache; ``""``: no cache).
     """
 
     method = "morfessor"
@@ -61,16 +62,20 @@ class MorfessorSegmenter(Segmenter):
         seed: int = 0,
         annotations: str | None = None,
         annotation_weight: float | None = None,
+        max_epochs: int | None = None,
         cache_dir: str | None = None,
     ):
         if dampening not in DAMPENING:
             raise ValueError(f"dampening must be one of {DAMPENING}, got {dampening!r}")
+        if max_epochs is not None and max_epochs < 1:
+            raise ValueError(f"max_epochs must be at least 1 or None, got {max_epochs}")
         super().__init__(
             corpusweight=corpusweight,
             dampening=dampening,
             seed=seed,
             annotations=annotations,
             annotation_weight=annotation_weight,
+            max_epochs=max_epochs,
         )
         self.cache_dir = (
             default_cache_dir() if cache_dir is None else (Path(cache_dir) if cache_dir else None)
@@ -115,7 +120,7 @@ class MorfessorSegmenter(Segmenter):
         state = random.getstate()
         random.seed(self.options["seed"])
         try:
-            model.train_batch()
+            model.train_batch(max_epochs=self.options.get("max_epochs"))
         finally:
             random.setstate(state)
         self.model, self._longest = model, None
