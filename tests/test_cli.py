@@ -233,9 +233,10 @@ def test_a_table_flags_help_is_its_options_docstring_and_default(capsys):
     with pytest.raises(SystemExit):
         main(["lm", "train", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    # LMConfig.context's docstring, and lm train's default for it (LMConfig's own is lstm)
+    # LMConfig.context's docstring, and no default shown: lm train's is None, resolved by the corpus
+    # (LMConfig's own is lstm)
     assert "--context KIND slm: what conditions each segment: lstm (an LSTM" in out
-    assert "speller) (default: none)" in out
+    assert "speller) --max-segment-length K" in out
     assert "--steps N Stop after this many updates in all (None: no limit)" in out
 
 

@@ -16,7 +16,14 @@ from segrl.config import BaselineConfig, DataConfig, GoldConfig, validate_config
 from segrl.data import load_corpus, without_spaces
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import EvaluatorConfig
-from segrl.lm.config import WORD_DISCOVERY_LENGTH_PENALTY, WORD_MAX_SEGMENT_LENGTH
+from segrl.lm.config import (
+    WORD_DISCOVERY_CONTEXT,
+    WORD_DISCOVERY_LENGTH_PENALTY,
+    WORD_MAX_SEGMENT_LENGTH,
+    LMConfig,
+    resolve_lm_config,
+    word_discovery_lm,
+)
 from segrl.lm.models import load_lm
 from segrl.metrics import (
     lexicon_prf,
@@ -162,10 +169,12 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
     metrics = train_lm_segmenter(config)
     assert 0 <= metrics["word_f1"] <= 1 and 0 <= metrics["posterior/word_f1"] <= 1
     assert "boundary_f1" not in metrics  # no gold words: the spaces are the gold
-    # the saved model carries the settings for words: a word's length limit and its length prior
+    # the saved model carries the settings for words: a word's length limit, the character context
+    # and, with it, no length prior and no lexicon
     saved = load_lm(mlflow_store / "run" / "best").config
     assert saved.max_segment_length == WORD_MAX_SEGMENT_LENGTH
-    assert saved.length_penalty == WORD_DISCOVERY_LENGTH_PENALTY == 0.15
+    assert saved.context == WORD_DISCOVERY_CONTEXT == "lstm"
+    assert saved.length_penalty == 0.0 and saved.lexicon_size == 0
 
 
 @pytest.mark.slow
@@ -179,6 +188,25 @@ def test_a_length_penalty_given_for_word_discovery_is_kept(mlflow_store, one_thr
     config.lm.length_penalty = 0.0
     train_lm_segmenter(config)
     assert load_lm(mlflow_store / "run" / "best").config.length_penalty == 0.0
+
+
+def test_word_discovery_defaults_the_context_and_prices_length_only_without_one():
+    from segrl.lm.segmenter import segmenter_lm
+
+    unset = segmenter_lm()
+    assert unset.context is None and unset.length_penalty is None
+    words = resolve_lm_config(word_discovery_lm(unset), "text")
+    assert (words.context, words.length_penalty, words.lexicon_size) == ("lstm", 0.0, 0)
+    assert words.max_segment_length == WORD_MAX_SEGMENT_LENGTH
+    unset.context = "none"  # without context the marginal keeps word sequences whole: a prior
+    no_context = resolve_lm_config(word_discovery_lm(unset), "text")
+    assert no_context.length_penalty == WORD_DISCOVERY_LENGTH_PENALTY == 0.15
+    assert no_context.lexicon_size > 0
+    given = word_discovery_lm(LMConfig(context="lstm", length_penalty=0.1, max_segment_length=8))
+    assert (given.length_penalty, given.max_segment_length) == (0.1, 8)
+    # with spaces an unset context stays what it was: none, a lexicon on a word list
+    spaced = resolve_lm_config(segmenter_lm(), "words")
+    assert spaced.context == "none" and spaced.lexicon_size > 0
 
 
 def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them():

@@ -46,8 +46,19 @@ WORD_MAX_SEGMENT_LENGTH = 12
 """The maximum segment length of an LM on text without spaces (word discovery) unless one is given:
 it covers 99.9% of the word tokens of Brent's br-text (all of br-phono's) and 99.3% of the Penn
 Treebank's (10 would cover 97.4% there)."""
+WORD_DISCOVERY_CONTEXT: LMContext = "lstm"
+"""``segrl lm train``'s context on text without spaces (word discovery) unless one is given: an LSTM
+over the characters before each segment, with no length penalty, the kind of model behind the
+recurrent segmental LMs of Kawakami et al. (2019) and Downey et al. (2022). Chosen on PTB and br-text
+together over three seeds (word F1, PTB / br-text: 0.758 ± 0.016 / 0.594 ± 0.022, against 0.670 ±
+0.001 / 0.574 ± 0.009 without context at ``WORD_DISCOVERY_LENGTH_PENALTY``; br-phono, not used to
+choose: 0.443 ± 0.027 against 0.451 ± 0.045). Any length penalty with it makes every character a
+segment (0.94 units per character at 0.1 on br-text): once each segment sees the characters before
+it, splitting no longer costs likelihood. The word discovery study,
+docs/studies/2026-11-26-word-discovery.md."""
 WORD_DISCOVERY_LENGTH_PENALTY = 0.15
-"""``segrl lm train``'s length penalty on text without spaces (word discovery) unless one is given.
+"""``segrl lm train``'s length penalty on text without spaces (word discovery) for an ``slm`` without
+context (``--context none``) unless one is given; with context the default is none.
 With none ``slm`` undersegments, keeping frequent word sequences as one lexicon entry. Screened at
 seed 0 on PTB and br-text together (word F1, PTB / br-text: 0 0.545 / 0.416, 0.02 0.586 / 0.426,
 0.05 0.624 / 0.457, 0.1 0.675 / 0.470, 0.2 0.613 / 0.605), then over three seeds: the mean of PTB
@@ -71,11 +82,12 @@ class LMConfig:
     """Segment embeddings of ``segment-lstm`` (composed from the segment's characters)."""
     hidden_dim: int = 256
     """The LSTM over segments (``segment-lstm``) or over the character context (``slm``)."""
-    context: LMContext = "lstm"
+    context: LMContext | None = "lstm"
     """``slm``: what conditions each segment: ``lstm`` (an LSTM over all characters before it),
     ``words`` (the same LSTM, read up to the start of the segment's word: the segments of a word are
     independent given the words before it) or ``none`` (nothing: a unigram segment model with a
-    neural speller)."""
+    neural speller). None (``segrl lm train``'s default): ``none``, except on text without spaces
+    (word discovery): ``WORD_DISCOVERY_CONTEXT`` (``word_discovery_lm``)."""
     speller_dim: int = 256
     """The speller LSTM (and the segment composer of ``segment-lstm``)."""
     max_segment_length: int | None = None
@@ -137,6 +149,26 @@ class LMConfig:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
 
 
+def word_discovery_lm(config: LMConfig) -> LMConfig:
+    """``config`` for text without spaces (word discovery), with its unset options given word
+    discovery's defaults: ``max_segment_length`` ``WORD_MAX_SEGMENT_LENGTH``, ``context``
+    ``WORD_DISCOVERY_CONTEXT`` and ``length_penalty`` ``WORD_DISCOVERY_LENGTH_PENALTY`` for an ``slm``
+    without context, else 0. ``resolve_lm_config`` resolves the rest."""
+    context = WORD_DISCOVERY_CONTEXT if config.context is None else config.context
+    length_penalty = config.length_penalty
+    if length_penalty is None:
+        length_penalty = WORD_DISCOVERY_LENGTH_PENALTY if context == "none" else 0.0
+    max_segment_length = config.max_segment_length
+    if max_segment_length is None:
+        max_segment_length = WORD_MAX_SEGMENT_LENGTH
+    return dataclasses.replace(
+        config,
+        context=context,
+        length_penalty=length_penalty,
+        max_segment_length=max_segment_length,
+    )
+
+
 def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
     """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``lexicon_size``
     (``SLM_LEXICON_SIZE`` for an ``slm`` without context, which alone can mix one, on a word list,
@@ -147,6 +179,9 @@ def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
     price where the lexicon's size is decided) and ``lexicon_logits`` (None: ``direct``, or
     ``projected`` with categories, which need one softmax per category)."""
     changes: dict[str, object] = {}
+    if config.context is None:
+        config = dataclasses.replace(config, context="none")
+        changes["context"] = "none"
     lexicon_size, lexicon_cost = config.lexicon_size, config.lexicon_cost
     if lexicon_size is None:
         mixes = config.model == "slm" and config.context == "none"

@@ -8,9 +8,11 @@ small corpus), keeping the best weights. The best model then segments words by V
 scored with ``segrl.metrics`` like every other segmenter, and registered for ``segrl compare``; its
 ``bits_per_char`` is the marginal one on the test texts (unseen word types, or sentences).
 
-The model has no context by default (``context = "none"``): trained by marginal likelihood with
+The model has no context by default (``context`` None: ``none``): trained by marginal likelihood with
 the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
 while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
+On text without spaces (word discovery) that is what it should do, and there the default context is
+the characters before each segment (``WORD_DISCOVERY_CONTEXT``, ``word_discovery_lm``).
 
 The job (``segrl.jobs.Job``) has a budget of steps: ``epochs`` times the batches of an epoch, or
 ``steps`` where that is fewer. The data order is a function of (seed, step), an epoch's end is
@@ -25,7 +27,7 @@ import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -44,11 +46,10 @@ from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir
 from segrl.lm.config import (
     LEXICON_COST,
-    WORD_DISCOVERY_LENGTH_PENALTY,
-    WORD_MAX_SEGMENT_LENGTH,
     LMConfig,
     LMTexts,
     resolve_lm_config,
+    word_discovery_lm,
 )
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
@@ -75,11 +76,9 @@ RESUMABLE_CHANGES = frozenset(
 
 
 def segmenter_lm() -> LMConfig:
-    """``segrl lm train``'s model by default: ``slm`` without context, with a priced lexicon whose
-    logits are learnt directly."""
-    return LMConfig(
-        context="none", lexicon_size=None, lexicon_cost=LEXICON_COST, lexicon_logits=None
-    )
+    """``segrl lm train``'s model by default: ``slm`` without context (with the LSTM context on text
+    without spaces), with a priced lexicon whose logits are learnt directly."""
+    return LMConfig(context=None, lexicon_size=None, lexicon_cost=LEXICON_COST, lexicon_logits=None)
 
 
 @dataclass
@@ -89,7 +88,9 @@ class LMTrainConfig:
     lm: LMConfig = field(default_factory=segmenter_lm)
     """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here: ``slm``
     without context (marginal likelihood then favours reusable, morph-like segments; with the
-    character context, or the preceding words, as context it keeps whole words); ``lexicon_size``
+    character context, or the preceding words, as context it keeps whole words), except on text
+    without spaces, where whole words are the aim: there the LSTM context and no length penalty
+    (``word_discovery_lm``); ``lexicon_size``
     None: ``SLM_LEXICON_SIZE`` substrings mixed with the speller (``segrl.lm.lexicon``), so that
     reusing a morph across words pays, on a word list and on running text while ``lexicon_cost``
     prices its entries (0: every segment spelled); ``lexicon_cost`` ``LEXICON_COST``, nats per
@@ -223,16 +224,13 @@ def train_lm_segmenter(
     validate_config(config)
     device = resolve_device(config.device)
     corpus = corpus or load_corpus(config.data)
-    lm_options = resolve_lm_config(config.lm, corpus.kind)
     if corpus.gold_from_spaces:  # word discovery: utterances without their spaces, whole
         refuse_gold_file(config.gold.path)
+        lm_options = resolve_lm_config(word_discovery_lm(config.lm), corpus.kind)
         gold, texts = None, without_spaces(corpus)
         train, valid, test = texts.train, texts.valid, texts.test
-        if lm_options.max_segment_length is None:
-            lm_options = replace(lm_options, max_segment_length=WORD_MAX_SEGMENT_LENGTH)
-        if config.lm.length_penalty is None:
-            lm_options = replace(lm_options, length_penalty=WORD_DISCOVERY_LENGTH_PENALTY)
     else:
+        lm_options = resolve_lm_config(config.lm, corpus.kind)
         gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
         check_gold_fits(gold, corpus, config.gold.path)
         texts = corpus
