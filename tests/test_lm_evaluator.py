@@ -70,6 +70,20 @@ def trained():
     return evaluator, vocab, good
 
 
+@pytest.mark.parametrize(("epochs", "steps", "updates"), [(3, None, 9), (3, 4, 4), (1, 0, 0)])
+def test_pretraining_stops_at_its_steps(epochs, steps, updates):
+    vocab = CharVocab.from_texts(SENTENCES, "?")
+    config = tiny_config(batch_size=2, pretrain_epochs=epochs, pretrain_steps=steps)
+    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
+    batch = encode_segmentation_batch(vocab, SENTENCES)  # 6 sentences: 3 updates an epoch
+    evaluator.pretrain([batch])
+    adam = evaluator.trainer.optimizer.state_dict()["state"]
+    assert max((int(s["step"]) for s in adam.values()), default=0) == updates
+    assert evaluator.pretrained and len(evaluator.buffer) == len(SENTENCES)
+    with pytest.raises(ConfigError, match="pretrain_epochs and pretrain_steps at least 0"):
+        validate_config(tiny_config(pretrain_steps=-1))
+
+
 def test_right_segmentation_scores_higher_than_characters_and_words(trained):
     evaluator, _vocab, good = trained
     characters = good.with_decisions(np.ones_like(good.decisions))

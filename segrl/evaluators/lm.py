@@ -60,10 +60,11 @@ given once at the end.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -259,14 +260,20 @@ class LMEvaluator(Evaluator):
 
     # --- learning ------------------------------------------------------------------------------------
     def pretrain(self, batches: Sequence[SegmentationBatch]) -> dict[str, float]:
-        """``pretrain_epochs`` epochs of LM steps on ``batches`` (the untrained policy's output)."""
+        """``pretrain_epochs`` epochs of LM steps on ``batches`` (the untrained policy's output),
+        ``pretrain_steps`` steps at most."""
         examples = [example for batch in batches for example in _examples(batch)]
         stats: dict[str, float] = {}
-        for _ in range(self.config.pretrain_epochs):
-            order = self.rng.permutation(len(examples))
-            for start in range(0, len(order), self.config.batch_size):
-                chunk = [examples[i] for i in order[start : start + self.config.batch_size]]
-                stats = self._step(chunk)
+        size = self.config.batch_size
+
+        def chunks() -> Iterator[list]:
+            for _ in range(self.config.pretrain_epochs):
+                order = self.rng.permutation(len(examples))
+                for start in range(0, len(order), size):
+                    yield [examples[i] for i in order[start : start + size]]
+
+        for chunk in itertools.islice(chunks(), self.config.pretrain_steps):
+            stats = self._step(chunk)
         self.buffer.extend(examples)
         if self.counts_segmentations:
             teacher = self.teacher

@@ -109,6 +109,10 @@ class LMEvaluatorConfig:
     """Penalty per word boundary the agent does not split (``space-penalty``; hidden spaces)."""
     pretrain_epochs: int = 1
     """Epochs over the untrained policy's segmentations of the training sentences before training."""
+    pretrain_steps: int | None = None
+    """LM updates of that pre-training at most (None: all of ``pretrain_epochs``): a budget in
+    updates where an epoch of the corpus is more than a run can afford (an epoch of PTB is 657
+    updates of 64 sentences)."""
     buffer_size: int = 4096
     """Segmented sentences kept for co-training (the most recent ones)."""
     update_every: int = 1
@@ -148,10 +152,11 @@ class LMEvaluatorConfig:
         if (
             min(self.buffer_size, self.update_every, self.batch_size) < 1
             or self.pretrain_epochs < 0
+            or (self.pretrain_steps is not None and self.pretrain_steps < 0)
         ):
             raise ConfigError(
                 f"{prefix}buffer_size, update_every and batch_size must be at least 1, "
-                "pretrain_epochs at least 0"
+                "pretrain_epochs and pretrain_steps at least 0"
             )
         if self.texts == "corpus-words" and self.objective != "marginal":
             raise ConfigError(
