@@ -300,7 +300,7 @@ def test_a_saved_train_config_with_the_lms_options_flat_loads_into_arch(tmp_path
     arch = build_config(TrainConfig, overrides={"evaluator.lm.hidden_dim": 32}).evaluator.lm.arch
     assert (arch.hidden_dim, arch.context, arch.speller_dim, arch.lexicon_cost) == (
         32,
-        "none",
+        None,  # the evaluator's: by the corpus (LMConfig's own is lstm)
         128,
         None,
     )

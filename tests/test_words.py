@@ -16,6 +16,7 @@ from segrl.config import BaselineConfig, DataConfig, GoldConfig, validate_config
 from segrl.data import load_corpus, without_spaces
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import EvaluatorConfig
+from segrl.evaluators.lm import evaluator_lm_options
 from segrl.lm.config import (
     WORD_DISCOVERY_CONTEXT,
     WORD_DISCOVERY_LENGTH_PENALTY,
@@ -211,10 +212,14 @@ def test_word_discovery_defaults_the_context_and_prices_length_only_without_one(
 
 def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them():
     lm = EvaluatorConfig(name="lm").lm
-    assert lm.arch.max_segment_length is None
-    assert hidden_spaces_lm_options(lm).arch.max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
-    lm.arch.max_segment_length = 8
-    assert hidden_spaces_lm_options(lm).arch.max_segment_length == 8
+    assert lm.arch.max_segment_length is None and lm.arch.context is None
+    hidden = hidden_spaces_lm_options(lm).arch
+    assert hidden.max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
+    assert hidden.context == WORD_DISCOVERY_CONTEXT == "lstm"
+    assert evaluator_lm_options(lm, "text").context == "none"  # spaces shown: no context
+    lm.arch.max_segment_length, lm.arch.context = 8, "none"
+    hidden = hidden_spaces_lm_options(lm).arch
+    assert (hidden.max_segment_length, hidden.context) == (8, "none")
     config = TrainConfig(evaluator=EvaluatorConfig(name="lm"), data=bundled_utterances())
     config.data.corpus = "segmented:bundled"
     with pytest.raises(ConfigError, match="add --hide-spaces"):

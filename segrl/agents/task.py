@@ -40,7 +40,7 @@ from segrl.evaluators import (
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.evaluators.morfessor import MorfessorEvaluator
 from segrl.evaluators.registry import LMEvaluatorConfig
-from segrl.lm.config import WORD_MAX_SEGMENT_LENGTH
+from segrl.lm.config import WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH
 
 
 @dataclass
@@ -155,10 +155,16 @@ def check_word_discovery(config: TrainConfig) -> None:
 
 def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
     """The LM evaluator's options with spaces hidden: ``WORD_MAX_SEGMENT_LENGTH`` unless a maximum
-    segment length is given (its dynamic programs would otherwise span whole sentences)."""
-    if lm.arch.max_segment_length is not None:
-        return lm
-    return replace(lm, arch=replace(lm.arch, max_segment_length=WORD_MAX_SEGMENT_LENGTH))
+    segment length is given (its dynamic programs would otherwise span whole sentences), and
+    ``WORD_DISCOVERY_CONTEXT`` unless a context is given: conditioned on the characters before each
+    segment, the LM is the better teacher of words, as it is the better segmenter in ``segrl lm
+    train`` (docs/studies/2026-11-26-word-discovery.md)."""
+    changes: dict[str, object] = {}
+    if lm.arch.max_segment_length is None:
+        changes["max_segment_length"] = WORD_MAX_SEGMENT_LENGTH
+    if lm.arch.context is None:
+        changes["context"] = WORD_DISCOVERY_CONTEXT
+    return replace(lm, arch=replace(lm.arch, **changes)) if changes else lm
 
 
 def can_read_teacher(config: TrainConfig) -> bool:

@@ -46,11 +46,12 @@ EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
 
 
 def evaluator_lm() -> LMConfig:
-    """The LM evaluator's model by default: ``slm`` without context, smaller than ``segrl lm
+    """The LM evaluator's model by default: ``slm`` without context (with the LSTM context where
+    spaces are hidden, ``segrl.agents.task.hidden_spaces_lm_options``), smaller than ``segrl lm
     train``'s, its lexicon and its price decided by the corpus (``evaluator_lm_options``), the
     lexicon's logits learnt directly, as ``segrl lm train``'s."""
     return LMConfig(
-        context="none",
+        context=None,
         hidden_dim=128,
         speller_dim=128,
         lexicon_size=None,
@@ -65,7 +66,8 @@ class LMEvaluatorConfig:
 
     arch: LMConfig = field(default_factory=evaluator_lm)
     """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.arch.hidden_dim`` and so on). Its defaults here:
-    ``slm`` without context, 128 wide. ``lexicon_size`` None: by the corpus
+    ``slm`` without context, 128 wide; with hidden spaces the LSTM context
+    (``WORD_DISCOVERY_CONTEXT``, as ``segrl lm train``'s there). ``lexicon_size`` None: by the corpus
     (``evaluator_lm_options``): on a word list ``SLM_LEXICON_SIZE`` entries whose spelling costs
     ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none (there the
     lexicon-free LM's posterior in the sentence is the better teacher;
