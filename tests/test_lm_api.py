@@ -239,3 +239,9 @@ def test_lm_segmenter_decodes_by_viterbi_or_by_posterior():
         assert len(at[1]) == 1 + sum(m > threshold for m in mass)
     with pytest.raises(ConfigError, match="threshold"):
         LMSegmenter(model, decoding="posterior", threshold=1.0)
+
+
+def test_an_unset_context_builds_the_model_without_context():
+    vocab = CharVocab.from_texts(["walked talks"], "?")
+    model = build_lm(LMConfig(context=None, hidden_dim=8, speller_dim=8, char_dim=4), vocab)
+    assert model.config.context == "none"

@@ -29,8 +29,11 @@ FORMAT = 1
 
 def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None = None) -> SegmentLM:
     """A new model of the kind ``config.model`` names, with ``lexicon``'s entries mixed with its
-    speller (``segrl.lm.lexicon``; slm: only without context)."""
+    speller (``segrl.lm.lexicon``; slm: only without context). An unset context is ``none``
+    (word discovery sets its own before: ``segrl.lm.config.word_discovery_lm``)."""
     validate_config(config)
+    if config.context is None:
+        config = dataclasses.replace(config, context="none")
     if config.model == "slm":
         if lexicon and config.context != "none":
             raise ConfigError(
