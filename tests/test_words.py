@@ -216,6 +216,7 @@ def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them
     hidden = hidden_spaces_lm_options(lm).arch
     assert hidden.max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
     assert hidden.context == WORD_DISCOVERY_CONTEXT == "lstm"
+    assert hidden.length_penalty is None  # the evaluator's own rule resolves it, not lm train's
     assert evaluator_lm_options(lm, "text").context == "none"  # spaces shown: no context
     lm.arch.max_segment_length, lm.arch.context = 8, "none"
     hidden = hidden_spaces_lm_options(lm).arch

@@ -40,7 +40,7 @@ from segrl.evaluators import (
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.evaluators.morfessor import MorfessorEvaluator
 from segrl.evaluators.registry import LMEvaluatorConfig
-from segrl.lm.config import WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH
+from segrl.lm.config import word_discovery_lm
 
 
 @dataclass
@@ -158,13 +158,10 @@ def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
     segment length is given (its dynamic programs would otherwise span whole sentences), and
     ``WORD_DISCOVERY_CONTEXT`` unless a context is given: conditioned on the characters before each
     segment, the LM is the better teacher of words, as it is the better segmenter in ``segrl lm
-    train`` (docs/studies/2026-11-26-word-discovery.md)."""
-    changes: dict[str, object] = {}
-    if lm.arch.max_segment_length is None:
-        changes["max_segment_length"] = WORD_MAX_SEGMENT_LENGTH
-    if lm.arch.context is None:
-        changes["context"] = WORD_DISCOVERY_CONTEXT
-    return replace(lm, arch=replace(lm.arch, **changes)) if changes else lm
+    train`` (docs/studies/2026-11-26-word-discovery.md): ``word_discovery_lm``, with the
+    evaluator's own length penalty kept."""
+    arch = replace(word_discovery_lm(lm.arch), length_penalty=lm.arch.length_penalty)
+    return replace(lm, arch=arch)
 
 
 def can_read_teacher(config: TrainConfig) -> bool:
