@@ -3,6 +3,7 @@ is wrong with their input is one line, as the CLI says it, instead of a tracebac
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,64 @@ def test_teacher_density_reads_a_saved_slm_alone(tmp_path):
         assert float(row[3]) == pytest.approx(metrics["boundary_f1"], abs=5e-4)
         assert float(row[4].rstrip(" |")) == pytest.approx(metrics["units_per_char"], abs=5e-4)
     assert float(table[1][4].rstrip(" |")) >= float(table[2][4].rstrip(" |"))  # lower: denser
+
+
+def curve(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(TOOLS / "lm_budget_curve.py"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def utterance_splits(folder: Path) -> Path:
+    """A corpus without spaces in the papers' layout (tr/va/te), 160 training utterances: three
+    updates of 64 an epoch."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["yu want tu si D6 bUk", "lUk D*z 6 b7", "&nd 6 dOgi", "yu si D6 dOgi"]
+    for name, repeat in (("tr", 40), ("va", 2), ("te", 2)):
+        (folder / f"{name}.txt").write_text("\n".join(lines * repeat) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+def test_lm_budget_curve_scores_what_lm_train_trains(mlflow_store, one_thread):
+    """Its point at N updates is `segrl lm train --steps N`'s result: the same model, batches and
+    updates, scored the same way."""
+    from segrl.config import DataConfig
+    from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+
+    folder = utterance_splits(mlflow_store / "br")
+    out = mlflow_store / "curve.jsonl"
+    done = curve(
+        f"segmented:{folder}", "--at", "1,2", "--device", "cpu", "--threads", "1", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [row["updates"] for row in rows] == [1, 2]
+    assert done.stdout.splitlines()[1].startswith("2 updates: word F1 ")
+    config = LMTrainConfig(
+        data=DataConfig(corpus=f"segmented:{folder}"),
+        steps=2,
+        device="cpu",
+        out=str(mlflow_store / "run"),
+    )
+    metrics = train_lm_segmenter(config)
+    assert rows[1]["word_f1"] == pytest.approx(metrics["word_f1"])
+    assert rows[1]["posterior/word_f1"] == pytest.approx(metrics["posterior/word_f1"])
+    assert rows[1]["lexicon_f1"] == pytest.approx(metrics["lexicon_f1"])
+    assert (
+        rows[0]["word_f1"] != rows[1]["word_f1"]
+        or rows[0]["valid_bits_per_char"] != rows[1]["valid_bits_per_char"]
+    )  # the second point is a second update's, not the first's again
+
+
+def test_lm_budget_curve_refuses_text_with_spaces_and_counts_out_of_order(tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat\n" * 30, encoding="utf-8")
+    done = curve(str(text), "--at", "1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("lm_budget_curve: error: ") and "segmented:PATH" in done.stderr
+    done = curve(f"segmented:{utterance_splits(tmp_path / 'br')}", "--at", "500,250")
+    assert done.returncode == 2 and "positive and increasing" in done.stderr

@@ -44,6 +44,7 @@ from segrl.data import (
 from segrl.data.batching import training_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, RunDir
+from segrl.lm.base import SegmentLM
 from segrl.lm.config import (
     LEXICON_COST,
     LMConfig,
@@ -210,6 +211,19 @@ def training_texts(corpus: Corpus, kind: LMTexts) -> tuple[list[str], list[str],
     return train, held_out[0], held_out[1]
 
 
+def lm_and_trainer(
+    config: LMTrainConfig, lm_options: LMConfig, texts: Corpus, train: list[str]
+) -> tuple[SegmentLM, LMTrainer]:
+    """The model that ``train_lm_segmenter`` trains, seeded by ``config.seed``, on
+    ``config.device``, its lexicon drawn from ``texts``'s training words, and its trainer on the
+    texts ``train``."""
+    seed_everything(config.seed)
+    lexicon = slm_lexicon(lm_options, texts.word_counts("train"))
+    model = build_lm(lm_options, texts.vocab, lexicon).to(resolve_device(config.device))
+    trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay, corpus=train)
+    return model, trainer
+
+
 def train_lm_segmenter(
     config: LMTrainConfig,
     corpus: Corpus | None = None,
@@ -222,7 +236,6 @@ def train_lm_segmenter(
     Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
     """
     validate_config(config)
-    device = resolve_device(config.device)
     corpus = corpus or load_corpus(config.data)
     if corpus.gold_from_spaces:  # word discovery: utterances without their spaces, whole
         refuse_gold_file(config.gold.path)
@@ -235,17 +248,7 @@ def train_lm_segmenter(
         check_gold_fits(gold, corpus, config.gold.path)
         texts = corpus
         train, valid, test = training_texts(corpus, config.texts)
-    seed_everything(config.seed)
-    lexicon = slm_lexicon(lm_options, texts.word_counts("train"))
-    model = build_lm(lm_options, corpus.vocab, lexicon)
-    model = model.to(device)
-    trainer = LMTrainer(
-        model,
-        config.lr,
-        config.clip,
-        config.weight_decay,
-        corpus=train,
-    )
+    model, trainer = lm_and_trainer(config, lm_options, texts, train)
     per_epoch = math.ceil(len(train) / config.batch_size)
     steps = config.epochs * per_epoch
     if config.steps is not None:
