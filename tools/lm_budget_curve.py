@@ -12,7 +12,7 @@ the valid ones). Nothing is logged to MLflow and no model is saved: a diagnosis,
 
 Each count prints one line and, with ``--out``, appends one JSON object to the file (word, boundary
 and lexicon F1 and the rest of ``segrl.metrics.word_discovery_metrics``; the posterior decoding's
-under ``posterior_``).
+under ``posterior/``, as ``segrl lm train`` logs them).
 """
 
 from __future__ import annotations
