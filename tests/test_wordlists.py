@@ -219,3 +219,26 @@ def test_weights_of_text_corpora_are_none(corpus):
     assert corpus.kind == "text"
     assert corpus.weights(corpus.train) is None
     assert np.all(np.asarray(corpus.weights(corpus.train, "ones") or [1]) == 1)
+
+
+def test_goldwords_corpus_is_the_words_of_a_gold_file(tmp_path):
+    """``goldwords:PATH``: the words (first column) of a gold file, each once, phrases left out;
+    its language is the gold file's."""
+    from segrl.data.corpus import corpus_path
+    from segrl.data.languages import corpus_language
+
+    path = tmp_path / "mon.word.train.tsv"
+    rows = ["нуруунд\tнуруу @@д\t100", "үеийг\tүе @@ийг\t100", "dēlitum esse\tdēlitum esse", ""]
+    rows += [f"w{i}a\tw{i} @@a\t100" for i in range(20)]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    source = f"goldwords:{path}"
+    corpus = load_corpus(DataConfig(corpus=source, min_char_count=1))
+    assert corpus.kind == "words" and corpus.settings["format"] == "goldwords"
+    assert sorted(corpus.sentences) == sorted(["нуруунд", "үеийг", *(f"w{i}a" for i in range(20))])
+    assert set(corpus.counts.values()) == {1}
+    assert corpus_language(source) == "mon"
+    assert corpus_path(source) == path
+    with pytest.raises(DataError, match="--corpus-format text does not apply"):
+        load_corpus(DataConfig(corpus=source, corpus_format="text"))
+    with pytest.raises(DataError, match="nowhere.tsv"):
+        load_corpus(DataConfig(corpus=f"goldwords:{tmp_path / 'nowhere.tsv'}"))

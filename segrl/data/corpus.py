@@ -33,9 +33,11 @@ from segrl.data.segmented import (
 from segrl.data.synthetic import is_synthetic, synthetic_lines
 from segrl.data.vocab import CharVocab
 from segrl.data.wordlists import (
+    GOLDWORDS_PREFIX,
     WORDFREQ_PREFIX,
     dampen,
     detect_format,
+    gold_file_words,
     merge_counts,
     read_word_counts,
     wordfreq_counts,
@@ -207,11 +209,12 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
         )
         counts = None
     else:
-        pairs = (
-            wordfreq_counts(corpus[len(WORDFREQ_PREFIX) :], config.max_words)
-            if form == "wordfreq"
-            else read_word_counts(_source_lines(corpus), form)
-        )
+        if form == "wordfreq":
+            pairs = wordfreq_counts(corpus[len(WORDFREQ_PREFIX) :], config.max_words)
+        elif form == "goldwords":
+            pairs = gold_file_words(read_lines(corpus[len(GOLDWORDS_PREFIX) :]))
+        else:
+            pairs = read_word_counts(_source_lines(corpus), form)
         counts, too_long = merge_counts(pairs, config.lowercase, config.max_len, config.max_words)
         counts, rare = _map_rare_characters(counts, settings)
         sentences = sorted(counts, key=lambda w: (-counts[w], w))
@@ -286,21 +289,29 @@ def _check_not_all_placeholder(
 
 
 def corpus_path(corpus: str | None) -> Path | None:
-    """The file or folder a corpus source names; None for the bundled corpus and for the named
-    sources, ``wordfreq:LANG``, ``hf:NAME``, segmented corpora (``segmented:PATH``) and
+    """The file or folder a corpus source names (``goldwords:PATH``: the gold file ``PATH``); None
+    for the bundled corpus and for the named sources, ``wordfreq:LANG``, ``hf:NAME``, segmented corpora (``segmented:PATH``) and
     ``synthetic:SEED``."""
     named = (WORDFREQ_PREFIX, HF_PREFIX, SEGMENTED_PREFIX)
     if corpus is None or corpus.startswith(named) or is_synthetic(corpus):
         return None
-    return Path(corpus)
+    return Path(corpus.removeprefix(GOLDWORDS_PREFIX))
 
 
 def corpus_format(corpus: str | None, declared: CorpusFormat = "auto") -> str:
-    """What ``corpus`` is: ``text``, ``counts``, ``words``, ``wordfreq`` or ``segmented``; ``auto``
-    reads the first lines of a file (``wordfreq:LANG`` is always a word list, ``segmented:PATH``
-    always utterances whose spaces are the gold; the bundled corpus is text)."""
+    """What ``corpus`` is: ``text``, ``counts``, ``words``, ``wordfreq``, ``goldwords`` or
+    ``segmented``; ``auto`` reads the first lines of a file (``wordfreq:LANG`` and
+    ``goldwords:PATH`` are always word lists, ``segmented:PATH`` always utterances whose spaces are
+    the gold; the bundled corpus is text)."""
     if corpus is not None and corpus.startswith(WORDFREQ_PREFIX):
         return "wordfreq"
+    if corpus is not None and corpus.startswith(GOLDWORDS_PREFIX):
+        if declared not in ("auto", "words"):
+            raise DataError(
+                f"{corpus}: the words of a gold file are a word list; --corpus-format "
+                f"{declared} does not apply to it"
+            )
+        return "goldwords"
     if is_segmented(corpus):
         if declared not in ("auto", "text"):
             raise DataError(

@@ -1,13 +1,13 @@
 """The language of a corpus and of a gold set, as ISO 639-3 codes (SIGMORPHON 2022's file names):
 ``eng`` for the bundled corpus and gold set, the code of ``LANG`` for ``wordfreq:LANG``, the code in a
-gold file's name (``hun.word.dev.tsv``, ``goldstd_develset.segmentation.fin``), else ``unknown``."""
+gold file's name (also for ``goldwords:PATH``, the words of one) (``hun.word.dev.tsv``, ``goldstd_develset.segmentation.fin``), else ``unknown``."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from segrl.data.wordlists import WORDFREQ_PREFIX
+from segrl.data.wordlists import GOLDWORDS_PREFIX, WORDFREQ_PREFIX
 from segrl.errors import DataError
 
 UNKNOWN = "unknown"
@@ -33,6 +33,8 @@ def corpus_language(source: str | None) -> str:
     if source.startswith(WORDFREQ_PREFIX):
         code = source.removeprefix(WORDFREQ_PREFIX).lower()
         return ISO_639_3.get(code.split("-")[0], UNKNOWN)
+    if source.startswith(GOLDWORDS_PREFIX):
+        return gold_language(source.removeprefix(GOLDWORDS_PREFIX))
     return UNKNOWN
 
 

@@ -5,7 +5,10 @@ Three forms are read, each as ``(word, count)`` pairs:
 - ``counts``: one word per line with its count, ``count word`` (Morfessor's format) or ``word<TAB>count``;
 - ``words``: one word per line, no counts (each line counts once; repeated lines add up);
 - ``wordfreq:LANG``: the ``wordfreq`` package's frequency list of a language (offline, its data ships
-  inside the package), the most frequent alphabetic types with integer pseudo-counts.
+  inside the package), the most frequent alphabetic types with integer pseudo-counts;
+- ``goldwords:PATH``: the words of a gold file (the first column of a SIGMORPHON 2022 or Morpho
+  Challenge file), each once: the corpus of a language that has a gold set and no word list, as in
+  the Morpho Challenge, where the words to segment were the corpus.
 
 ``detect_format`` tells a word list from running text by its first lines. Dampening turns counts into
 the weights segmenters train with (``DAMPENING``).
@@ -27,6 +30,7 @@ DAMPENING: tuple[str, ...] = typing.get_args(Dampening)
 """How counts become weights: ``none`` (token counts), ``log`` (``round(log2(count + 1))``, as
 Morfessor's own log dampening), ``ones`` (every type counts once)."""
 WORDFREQ_PREFIX = "wordfreq:"
+GOLDWORDS_PREFIX = "goldwords:"
 WORDFREQ_DEFAULT_WORDS = 60_000
 WORDFREQ_SCALE = 1_000_000_000
 """wordfreq gives frequencies; a word's pseudo-count is its expected occurrences per billion words."""
@@ -92,6 +96,15 @@ def read_word_counts(
         first, second = match.groups()
         word, count = (second, int(first)) if match.re is _COUNT_WORD else (first, int(second))
         yield word, count
+
+
+def gold_file_words(lines: Iterable[tuple[str, int, str]]) -> Iterator[tuple[str, int]]:
+    """``(word, 1)`` for the word (first column) of every non-empty line of a gold file; entries
+    of several words (Latin's ``dēlitum esse``) are not words and are left out."""
+    for _file, _number, line in lines:
+        word = line.rstrip("\r\n").split("\t")[0].strip()
+        if word and len(word.split()) == 1:
+            yield word, 1
 
 
 def wordfreq_counts(lang: str, max_words: int | None) -> Iterator[tuple[str, int]]:
