@@ -203,3 +203,53 @@ def test_levels_on_ptb_with_its_own_test_file(mlflow_store):
     results = run_levels(config, corpus)
     assert [r.level for r in results] == ["characters", "words"]
     assert all(0 < r.test_bits_per_char < 8 for r in results)
+
+
+def test_lm_train_logs_the_gold_curve_of_every_epoch(corpus, mlflow_store):
+    """After every epoch ``lm train`` scores a fixed sample of the gold words by Viterbi and logs
+    it as ``eval/...`` at the epoch's step: the segmentation's curve to the stopping point; the
+    best epoch's point is what its saved model scores on that sample."""
+    gold = load_gold(max_words=200)
+    config = LMTrainConfig(
+        lm=LMConfig(context="none", **TINY),
+        epochs=2,
+        batch_size=16,
+        lr=5e-3,
+        eval_gold_words=120,
+        out=str(mlflow_store / "out"),
+        data=DataConfig(corpus="small", min_char_count=1),
+        gold=GoldConfig(max_words=200),
+    )
+    train_lm_segmenter(config, corpus, gold)
+    run = RunDir(mlflow_store / "out")
+    client = MlflowClient()
+    per_epoch = math.ceil(len(training_texts(corpus, "word-types")[0]) / 16)
+    history = client.get_metric_history(run.info["mlflow_run_id"], "eval/boundary_f1")
+    assert [m.step for m in history] == [per_epoch, 2 * per_epoch]
+    valid = client.get_metric_history(run.info["mlflow_run_id"], "valid_bits_per_char")
+    best = min(range(2), key=lambda i: valid[i].value)
+    saved = LMSegmenter(load_lm(mlflow_store / "out" / "best")).segment_words
+    expected = evaluate_word_segmenter(saved, gold[:120])
+    assert history[best].value == pytest.approx(expected["boundary_f1"])
+    density = client.get_metric_history(run.info["mlflow_run_id"], "eval/gold_units_per_char")
+    assert density[best].value == pytest.approx(expected["gold_units_per_char"])
+    with pytest.raises(ConfigError, match="eval_gold_words must be at least 0"):
+        train_lm_segmenter(dataclasses.replace(config, eval_gold_words=-1), corpus, gold)
+
+
+def test_lm_train_without_a_gold_curve_logs_no_eval_metrics(corpus, mlflow_store):
+    gold = load_gold(max_words=50)
+    config = LMTrainConfig(
+        lm=LMConfig(context="none", **TINY),
+        epochs=1,
+        steps=3,
+        batch_size=16,
+        eval_gold_words=0,
+        out=str(mlflow_store / "out"),
+        data=DataConfig(corpus="small", min_char_count=1),
+        gold=GoldConfig(max_words=50),
+    )
+    train_lm_segmenter(config, corpus, gold)
+    logged = MlflowClient().get_run(RunDir(mlflow_store / "out").info["mlflow_run_id"])
+    assert "valid_bits_per_char" in logged.data.metrics
+    assert not any(name.startswith("eval/") for name in logged.data.metrics)

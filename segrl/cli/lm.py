@@ -25,6 +25,7 @@ LM_TRAIN_FLAGS = (
     *TRAINING_FLAGS,
     Flag("--patience", "patience", int, "N"),
     Flag("--steps", "steps", int, "N", old_names=("--max-steps",)),
+    Flag("--eval-gold-words", "eval_gold_words", int, "N"),
     Flag("--train-seed", "seed", int, "N"),
     Flag("--out", "out", str, "DIR"),
 )

@@ -58,7 +58,11 @@ from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char
 from segrl.metrics import (
     BITS_PER_CHAR,
+    BOUNDARY_F1,
+    BOUNDARY_PRECISION,
+    BOUNDARY_RECALL,
     F1_BY_LENGTH,
+    GOLD_UNITS_PER_CHAR,
     POSTERIOR_PREFIX,
     evaluate_word_discovery,
     evaluate_word_segmenter,
@@ -71,9 +75,11 @@ from segrl.tracking.runs import log_data, log_metrics, log_segmenter
 LOG_EVERY = 50
 """Steps between logs of the training bits per character (their mean)."""
 RESUMABLE_CHANGES = frozenset(
-    {"epochs", "steps", "patience", "device", "out", "tracking.", "gold."}
+    {"epochs", "steps", "patience", "eval_gold_words", "device", "out", "tracking.", "gold."}
 )
 """Options that may change when a run resumes (more epochs or steps may be asked for)."""
+CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PER_CHAR)
+"""What the epochs' gold sample logs (as ``eval/<name>``): the curve of the segmentation."""
 
 
 def segmenter_lm() -> LMConfig:
@@ -116,6 +122,11 @@ class LMTrainConfig:
     """Stop after this many epochs without a better held-out bits per character."""
     steps: int | None = None
     """Stop after this many updates in all (None: no limit), the budget's name in every job."""
+    eval_gold_words: int = 2000
+    """Gold words scored (Viterbi) after every epoch, logged as ``eval/...`` at its step: the
+    segmentation's curve beside the held-out bits per character, to the stopping point (a fixed
+    sample of the gold set, the same at every epoch and in every seed; 0: none; word discovery
+    scores its test utterances at the end only)."""
     device: str = "auto"
     """Where the model trains: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
     ``cuda:N``."""
@@ -133,6 +144,10 @@ class LMTrainConfig:
     when the budget was ``max_steps`` still load."""
 
     def check(self, prefix: str) -> None:
+        if self.eval_gold_words < 0:
+            raise ConfigError(
+                f"{prefix}eval_gold_words must be at least 0, got {self.eval_gold_words}"
+            )
         if self.lm.model != "slm":
             raise ConfigError(
                 f"segrl lm train trains slm by marginal likelihood; {prefix}lm.model = "
@@ -248,6 +263,7 @@ def train_lm_segmenter(
         check_gold_fits(gold, corpus, config.gold.path)
         texts = corpus
         train, valid, test = training_texts(corpus, config.texts)
+    curve_gold = (gold or [])[: config.eval_gold_words]  # the epochs' fixed sample
     model, trainer = lm_and_trainer(config, lm_options, texts, train)
     per_epoch = math.ceil(len(train) / config.batch_size)
     steps = config.epochs * per_epoch
@@ -277,9 +293,17 @@ def train_lm_segmenter(
         losses = progress["epoch_losses"]
         train_bpc = sum(losses) / max(len(losses), 1)
         log_metrics({"valid_bits_per_char": valid_bpc, "epoch": epoch}, step)
+        curve = ""
+        if curve_gold:
+            scores = evaluate_word_segmenter(LMSegmenter(model).segment_words, curve_gold)
+            log_metrics({f"eval/{name}": scores[name] for name in CURVE_METRICS}, step)
+            curve = (
+                f"; gold boundary F1 {scores[BOUNDARY_F1]:.3f} at "
+                f"{scores[GOLD_UNITS_PER_CHAR]:.3f} units/char"
+            )
         print(
             f"epoch {epoch}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
-            f"({time.perf_counter() - epoch_started:.0f}s)",
+            f"({time.perf_counter() - epoch_started:.0f}s){curve}",
             flush=True,
         )
         if valid_bpc < progress["best_bpc"]:
