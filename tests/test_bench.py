@@ -46,7 +46,7 @@ command = "baseline --method words"
 
 
 def test_builtin_suites_load():
-    assert {"quick", "sigmorphon"} <= set(builtin_suites())
+    assert {"quick", "sigmorphon", "transfer"} <= set(builtin_suites())
     quick = load_suite("quick")
     assert quick.seeds == (0, 1)
     assert [lang.corpus for lang in quick.languages] == [None]  # the bundled corpus
@@ -77,6 +77,34 @@ def test_sigmorphon_suite_resolves_its_gold_files():
     assert suite.languages[1].corpus == "wordfreq:hu"
     assert Path(suite.languages[1].gold).name == "hun.word.dev.tsv"
     assert len(suite.seeds) == 3
+
+
+def test_transfer_suite_reads_the_words_of_gold_files_as_corpora(tmp_path):
+    """The transfer suite's Latin and Mongolian corpora are their gold files' words
+    (``goldwords:PATH``), resolved under ``--data-dir`` like the gold paths, and missing there is
+    the same clear error."""
+    data = tmp_path / "data" / "sigmorphon2022"
+    data.mkdir(parents=True)
+    for name in ("eng", "hun", "spa", "ces", "lat"):
+        (data / f"{name}.word.dev.tsv").write_text("walked\twalk @@ed\t100\n", encoding="utf-8")
+    with pytest.raises(DataError, match="mon.word.train.tsv not found"):
+        load_suite("transfer", tmp_path / "data")
+    (data / "mon.word.train.tsv").write_text("нуруунд\tнуруу @@д\t100\n", encoding="utf-8")
+    suite = load_suite("transfer", tmp_path / "data")
+    assert [lang.name for lang in suite.languages] == [
+        "en",
+        "hu",
+        "es",
+        "cs",
+        "bundled",
+        "la",
+        "mn",
+    ]
+    latin, mongolian = suite.languages[5:]
+    assert latin.corpus == f"goldwords:{(data / 'lat.word.dev.tsv').resolve()}"
+    assert mongolian.corpus == f"goldwords:{(data / 'mon.word.train.tsv').resolve()}"
+    assert mongolian.gold == str((data / "mon.word.train.tsv").resolve())
+    assert {"morfessor", "unigram", "slm", "slm-1500", "agent"} <= {s.name for s in suite.systems}
 
 
 def test_missing_data_dir_is_a_clear_error(tmp_path):

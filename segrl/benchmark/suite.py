@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from segrl.data.segmented import SEGMENTED_PREFIX
+from segrl.data.wordlists import GOLDWORDS_PREFIX
 from segrl.errors import ConfigError, DataError
 
 DEFAULT_DATA_DIR = "../shared/data"
@@ -234,7 +235,7 @@ def _resolve(value: object, data_dir: Path, what: str) -> str | None:
     text = str(value)
     if "{data_dir}" not in text:
         return text
-    prefix = SEGMENTED_PREFIX if text.startswith(SEGMENTED_PREFIX) else ""
+    prefix = next((p for p in (SEGMENTED_PREFIX, GOLDWORDS_PREFIX) if text.startswith(p)), "")
     path = Path(text.removeprefix(prefix).replace("{data_dir}", str(data_dir))).resolve()
     found = path.parent if "{split}" in path.name else path  # a segmented corpus's split pattern
     if not found.exists():
