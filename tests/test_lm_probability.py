@@ -37,12 +37,14 @@ def tiny(
     seed=0,
     context="lstm",
     lexicon_logits="projected",
+    speller="lstm",
 ):
     torch.manual_seed(seed)
     config = LMConfig(
         model=model,
         context=context,
         lexicon_logits=lexicon_logits,
+        speller=speller,
         char_dim=6,
         embedding_dim=6,
         hidden_dim=6,
@@ -92,18 +94,22 @@ def walk(lm, max_chars: int):
 
 
 @pytest.mark.parametrize(
-    "model,max_segment_length,context",
+    "model,max_segment_length,context,speller",
     [
-        ("slm", None, "lstm"),
-        ("slm", 2, "lstm"),
-        ("slm", None, "words"),
-        ("slm", None, "none"),
-        ("segment-lstm", None, "lstm"),
-        ("segment-lstm", 2, "lstm"),
+        ("slm", None, "lstm", "lstm"),
+        ("slm", 2, "lstm", "lstm"),
+        ("slm", None, "words", "lstm"),
+        ("slm", None, "none", "lstm"),
+        ("slm", None, "none", "unigram"),
+        ("slm", 2, "none", "unigram"),
+        ("segment-lstm", None, "lstm", "lstm"),
+        ("segment-lstm", 2, "lstm", "lstm"),
     ],
 )
-def test_probabilities_of_all_segmented_texts_sum_to_one(model, max_segment_length, context):
-    lm = tiny(model, max_segment_length, context=context)
+def test_probabilities_of_all_segmented_texts_sum_to_one(
+    model, max_segment_length, context, speller
+):
+    lm = tiny(model, max_segment_length, context=context, speller=speller)
     complete, empty, cut = walk(lm, N)
     assert len(complete) > 100
     batch = SegmentedBatch.from_segments(VOCAB, [segments for segments, _ in complete])
@@ -144,22 +150,33 @@ TEXTS = ["abab", "ab ba", "b", "aab ab a", "?ab"]
 
 
 @pytest.mark.parametrize(
-    "max_segment_length,context,lexicon",
+    "max_segment_length,context,lexicon,speller",
     [
-        (None, "lstm", None),
-        (2, "lstm", None),
-        (None, "words", None),
-        (3, "none", None),
-        (None, "none", LEXICON),
-        (2, "none", LEXICON),
-        (None, "none", "direct"),
+        (None, "lstm", None, "lstm"),
+        (2, "lstm", None, "lstm"),
+        (None, "words", None, "lstm"),
+        (3, "none", None, "lstm"),
+        (None, "none", LEXICON, "lstm"),
+        (2, "none", LEXICON, "lstm"),
+        (None, "none", "direct", "lstm"),
+        (3, "none", None, "unigram"),
+        (None, "none", "direct", "unigram"),
     ],
 )
-def test_dp_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length, context, lexicon):
+def test_dp_marginal_posteriors_and_viterbi_match_enumeration(
+    max_segment_length, context, lexicon, speller
+):
     logits = "projected"
     if lexicon == "direct":  # the lexicon's logits learnt as themselves (DirectLexicon)
         lexicon, logits = LEXICON, "direct"
-    lm = tiny("slm", max_segment_length, context=context, lexicon=lexicon, lexicon_logits=logits)
+    lm = tiny(
+        "slm",
+        max_segment_length,
+        context=context,
+        lexicon=lexicon,
+        lexicon_logits=logits,
+        speller=speller,
+    )
     marginal = lm.log_marginal(lm.encode(TEXTS))
     posteriors = lm.boundary_posteriors(lm.encode(TEXTS))
     best, best_score = lm.viterbi(lm.encode(TEXTS))
@@ -404,16 +421,19 @@ def test_word_posteriors_score_each_word_alone(lexicon):
     assert 0.05 < by_word[0, 0].item() < 0.95  # a real decision, not a forced one
 
 
-@pytest.mark.parametrize("max_segment_length", [None, 2])
+@pytest.mark.parametrize(
+    ("max_segment_length", "speller"), [(None, "lstm"), (2, "lstm"), (2, "unigram")]
+)
 def test_runs_without_context_share_their_substrings_with_the_same_scores_and_gradients(
-    max_segment_length,
+    max_segment_length, speller
 ):
     """Without context every run is spelled from one condition, so each distinct substring is
-    scored once (a trie); the spans and their gradients equal one speller pass per run."""
+    scored once (a trie; the unigram speller in closed form); the spans and their gradients equal
+    one speller pass per run."""
     from segrl.lm.segmented import space_mask
     from segrl.lm.slm import _room
 
-    lm = tiny("slm", max_segment_length, context="none")
+    lm = tiny("slm", max_segment_length, context="none", speller=speller)
     texts = ["ab ab aab", "abab ba", "b", "ba ab"]  # repeated words, shared prefixes, text ends
     chars = lm.encode(texts)
     space = space_mask(VOCAB, chars)
@@ -690,3 +710,27 @@ def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own
         )
     with pytest.raises(ConfigError, match="lexicon_lr must be above 0"):
         validate_config(LMConfig(lexicon_lr=0.0))
+
+
+def test_the_unigram_speller_spells_without_memory_and_needs_no_context():
+    """``speller = "unigram"``: a segment's probability is the product of one character
+    distribution and a length distribution, so a character costs the same wherever it stands;
+    it reads no context, and any other is refused."""
+    from dataclasses import replace
+
+    from segrl.errors import ConfigError
+    from segrl.lm.speller import UnigramSpeller
+
+    lm = tiny("slm", context="none", speller="unigram")
+    assert isinstance(lm.speller, UnigramSpeller)
+    assert sum(p.numel() for p in lm.speller.parameters()) == len(VOCAB)
+    with torch.no_grad():
+        lm.speller.char_logits.copy_(torch.linspace(-1.0, 2.0, len(VOCAB)))
+    after = [lm.next_symbol_log_probs([], prefix) for prefix in ("a", "ab", "ba", "abab")]
+    for other in after[1:]:  # after any characters, the same distribution (a geometric length)
+        assert torch.allclose(after[0], other)
+    first = lm.next_symbol_log_probs([], "")  # a segment's first symbol: not a space
+    a, b = VOCAB.encode("a")[0], VOCAB.encode("b")[0]
+    assert (first[a] - first[b]).item() == pytest.approx((after[0][a] - after[0][b]).item())
+    with pytest.raises(ConfigError, match="speller = 'unigram' reads no context"):
+        validate_config(replace(lm.config, context="lstm"))

@@ -32,7 +32,7 @@ from segrl.data.vocab import CharVocab
 from segrl.errors import ModelError
 from segrl.lm.config import LMConfig
 from segrl.lm.segmented import SPACE, SegmentedBatch
-from segrl.lm.speller import Speller
+from segrl.lm.speller import Speller, UnigramSpeller
 
 
 @dataclass
@@ -71,7 +71,17 @@ class SegmentLM(nn.Module, ABC):
 
     # --- shared ----------------------------------------------------------------------------------
     def make_speller(self, embedding: nn.Embedding) -> Speller:
-        """The speller of this model: conditioned on ``hidden_dim`` vectors, reading ``embedding``."""
+        """The speller of this model: conditioned on ``hidden_dim`` vectors, reading ``embedding``
+        (``config.speller``: a character LSTM, or ``unigram``, one without memory or condition)."""
+        if self.config.speller == "unigram":
+            return UnigramSpeller(
+                embedding,
+                eos_id=self.vocab.eos_id,
+                space_id=self.space_id,
+                pad_id=self.vocab.pad_id,
+                bos_id=self.vocab.bos_id,
+                max_length=self.config.max_segment_length,
+            )
         return Speller(
             embedding,
             cond_dim=self.config.hidden_dim,

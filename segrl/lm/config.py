@@ -13,6 +13,7 @@ from segrl.errors import ConfigError
 LMModel = Literal["slm", "segment-lstm"]
 LMContext = Literal["lstm", "words", "none"]
 LMCategories = Literal["none", "prefix-stem-suffix"]
+LMSpeller = Literal["lstm", "unigram"]
 LMLexiconLogits = Literal["projected", "direct"]
 LMTexts = Literal["word-types", "sentences"]
 """What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
@@ -90,6 +91,11 @@ class LMConfig:
     (word discovery): ``WORD_DISCOVERY_CONTEXT`` (``word_discovery_lm``)."""
     speller_dim: int = 256
     """The speller LSTM (and the segment composer of ``segment-lstm``)."""
+    speller: LMSpeller = "lstm"
+    """How a segment is spelled: ``lstm``, a character LSTM from the segment's context
+    (``segrl.lm.speller.Speller``), or ``unigram``, each character drawn from one distribution and
+    the length from another, without memory (``UnigramSpeller``: ``slm`` without context only),
+    the base distribution of the Bayesian segmenters and Morfessor's spelling code."""
     max_segment_length: int | None = None
     """Most characters per segment; longer segments get probability 0. None: unbounded (with known
     word boundaries the dynamic programs then span whole words). Set it for text without spaces,
@@ -120,6 +126,23 @@ class LMConfig:
     """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's):
     0.1, chosen on English, Hungarian, Spanish, Czech and the bundled corpus together (0.03 trained
     too slowly, 0.3 lost in Spanish and Czech; docs/studies/2026-11-26-teacher.md)."""
+    lexicon_prune: bool = False
+    """``slm`` with a direct lexicon and a ``lexicon_cost``: after every epoch, entries whose
+    counted uses gain the corpus less likelihood than their spelling costs (``lexicon_cost`` nats a
+    character) leave the lexicon for good, as in Morfessor's search (``segrl.lm.lexicon.
+    LexiconUsage``); without it the expected price lets entries that a word or two use (whole
+    words, most of all) keep their words."""
+    lexicon_prune_fraction: float = 0.5
+    """The largest share of the lexicon's entries one pruning removes (those that gain least for
+    their price first), so that entries whose uses the first epochs' model undercounts stay for the
+    next count."""
+    speller_price: float = 0.0
+    """``slm``: nats per character that a segment spelled by the speller (not drawn from the
+    lexicon) costs in the training objective, as if a segment spelled for one use were an entry
+    of the lexicon: a character LSTM spells a word whole more cheaply than its stem and a suffix
+    from the lexicon, and the marginal likelihood alone then keeps words whole the longer it
+    trains. Scores, posteriors and decoding stay those of ``p(X, S)``, as with
+    ``length_penalty``."""
     lexicon_min_count: int = 2
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
@@ -145,6 +168,22 @@ class LMConfig:
             raise ConfigError(f"{prefix}lexicon_cost must be at least 0, got {self.lexicon_cost}")
         if self.lexicon_lr <= 0:
             raise ConfigError(f"{prefix}lexicon_lr must be above 0, got {self.lexicon_lr}")
+        if self.speller == "unigram" and (
+            self.model != "slm" or self.context not in (None, "none")
+        ):
+            raise ConfigError(
+                f"{prefix}speller = 'unigram' reads no context: it needs {prefix}model = 'slm' "
+                f"and {prefix}context = 'none' (got {self.model!r}, {self.context!r})"
+            )
+        if self.lexicon_prune and self.lexicon_logits == "projected":
+            raise ConfigError(
+                f"{prefix}lexicon_prune needs a direct lexicon ({prefix}lexicon_logits = 'direct')"
+            )
+        if not 0.0 < self.lexicon_prune_fraction <= 1.0 or self.speller_price < 0:
+            raise ConfigError(
+                f"{prefix}lexicon_prune_fraction must be in (0, 1] and {prefix}speller_price at "
+                f"least 0; got {self.lexicon_prune_fraction} and {self.speller_price}"
+            )
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
 

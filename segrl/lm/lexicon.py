@@ -22,6 +22,13 @@ so it favours long entries. ``description_length`` is the lexicon's part of a tw
 Morfessor's MAP objective and the Dirichlet-process unigram models of Goldwater, Griffiths and
 Johnson (2009): an entry pays for its spelling once, in the lexicon, when the corpus uses it.
 
+The expected price is paid by entries in proportion to how likely the model's own draws are to use
+them, so an entry that one word's posterior uses while the model gives it little probability pays
+almost nothing, and its gradient vanishes with its probability; under the marginal likelihood such
+entries (whole words, most of all) keep their words. ``LexiconUsage`` prices entries as Morfessor
+does instead, discretely: it counts each entry's posterior uses in the training texts, and an entry
+whose uses gain less than its spelling costs leaves the lexicon (``SLM.entry_gains``).
+
 Without context (one learnt vector conditions every segment) the lexicon's logits can be learnt as
 themselves (``DirectLexicon``, ``LMConfig.lexicon_logits = "direct"``): two numbers an entry instead
 of about ``cond_dim``, so an update of a 100,000-entry lexicon no longer writes, clips and steps 51
@@ -95,6 +102,10 @@ class Lexicon(nn.Module):
             raise ValueError("a lexicon needs at least one entry")
         self.entries = list(entries)
         self.index = {s: i for i, s in enumerate(self.entries)}
+        self.count_probe: torch.Tensor | None = None
+        """[M] zeros that ``mix`` adds to every entry's log-probability while set: the gradient of
+        a log-likelihood with respect to it is each entry's expected number of uses
+        (``LexiconUsage``)."""
         chars = torch.tensor([len(s) + 1 for s in self.entries], dtype=torch.float)
         self.register_buffer("spelled_chars", chars, persistent=False)  # [M], terminator counted
 
@@ -129,6 +140,8 @@ class Lexicon(nn.Module):
             gate = self.gate_logit(cond)  # [N]
             logits = self.entry_logits(cond)  # [N, M]
             entry = logits.gather(1, safe.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=1)
+        if self.count_probe is not None:
+            entry = entry + self.count_probe[safe]
         term_logit = self.terminator_logits(cond, safe)
         spell_share = F.logsigmoid(-gate) + spelled
         term = F.logsigmoid(torch.where(space_follows, term_logit, -term_logit))
@@ -201,3 +214,68 @@ class DirectLexicon(Lexicon):
 
     def terminator_logits(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         return self.terminator_bias[ids]
+
+
+PRUNED_LOGIT = -1e4
+"""The logit of an entry pruned from a direct lexicon: probability 0 (``exp(-1e4)`` underflows), no
+gradient, and no price in the description length."""
+
+
+class LexiconUsage:
+    """Expected uses of a direct lexicon's entries in the texts its model trains on, and the
+    pruning of the entries that do not pay for their spelling.
+
+    Around an update (``probe``), the entries' log-probabilities carry a zero ``count_probe``; the
+    gradient of the texts' log-likelihood with respect to it is each entry's expected number of
+    uses under the model's posterior, accumulated here until ``prune``. There an entry stays only
+    if its uses gain at least its spelling's price: ``uses * (log p(m) - log p(m | without m))``,
+    the log-likelihood the corpus loses without it (each use spelled by the rest of the model
+    instead; ``SLM.entry_gains``), against ``price * (|m| + 1)`` nats, Morfessor's lexicon code at
+    ``price`` nats a character. An entry no draw used gains nothing and goes. A pruned entry's
+    logit is ``PRUNED_LOGIT`` for good: its texts then use the parts or the speller.
+    """
+
+    def __init__(self, lexicon: DirectLexicon):
+        self.lexicon = lexicon
+        self.counts = torch.zeros(len(lexicon), dtype=torch.float64)
+
+    def probe(self) -> torch.Tensor:
+        """A fresh zero probe on the lexicon; read it with ``add`` after the backward pass."""
+        probe = torch.zeros(len(self.lexicon), device=self.lexicon.logits.device)
+        self.lexicon.count_probe = probe.requires_grad_()
+        return probe
+
+    def add(self, probe: torch.Tensor, scale: float) -> None:
+        """Adds the uses the probe's gradient holds (``scale``: what the log-likelihood was
+        multiplied by in the loss, e.g. ``-1 / characters``) and takes the probe off."""
+        self.lexicon.count_probe = None
+        if probe.grad is not None:
+            self.counts += (probe.grad.detach().double() / scale).clamp(min=0).cpu()
+
+    def kept(self) -> torch.Tensor:
+        """[M] bool: the entries still in the lexicon."""
+        return (self.lexicon.logits.detach() > PRUNED_LOGIT / 2).cpu()
+
+    @torch.no_grad()
+    def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:
+        """Prunes the kept entries whose ``gains`` ([M] nats per use) times their counted uses are
+        below their spelling's price, at most ``fraction`` of the kept entries, those that gain
+        least for their price first; resets the counts. Returns the entries kept and pruned."""
+        kept = self.kept()
+        cost = price * self.lexicon.spelled_chars.cpu().double()  # |m| + 1 characters
+        gained = self.counts * gains.double().cpu()
+        drop = kept & (gained < cost)
+        limit = int(fraction * int(kept.sum()))
+        if int(drop.sum()) > limit:  # the worst ratios of gain to price go first
+            ratio = torch.where(drop, gained / cost, torch.inf)
+            drop = torch.zeros_like(drop)
+            drop[torch.argsort(ratio, stable=True)[:limit]] = True
+        self.lexicon.logits[drop.to(self.lexicon.logits.device)] = PRUNED_LOGIT
+        self.counts.zero_()
+        return {"lexicon_entries": float((kept & ~drop).sum()), "lexicon_pruned": float(drop.sum())}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"counts": self.counts.clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.counts = state["counts"].clone().double()

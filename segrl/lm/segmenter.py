@@ -78,6 +78,10 @@ RESUMABLE_CHANGES = frozenset(
     {"epochs", "steps", "patience", "eval_gold_words", "device", "out", "tracking.", "gold."}
 )
 """Options that may change when a run resumes (more epochs or steps may be asked for)."""
+SETTLED_PRUNING = 0.01
+"""A pruning that removes at most this share of the lexicon's entries leaves it settled: only
+models of a settled lexicon are compared on held-out bits per character for early stopping (a
+pruned lexicon is a worse model of unseen words at first, and no less true to its objective)."""
 CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PER_CHAR)
 """What the epochs' gold sample logs (as ``eval/<name>``): the curve of the segmentation."""
 
@@ -271,7 +275,9 @@ def train_lm_segmenter(
         steps = min(steps, config.steps)
     run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES, steps)
     # early stopping: the best held-out bits per character, its weights, epochs since it improved
-    progress = {"best_bpc": float("inf"), "bad_epochs": 0, "epoch_losses": []}
+    # a lexicon that the last pruning changed by more than SETTLED_PRUNING is not settled yet: its
+    # model is the new best whatever its held-out bits, and early stopping starts again from it
+    progress = {"best_bpc": float("inf"), "bad_epochs": 0, "epoch_losses": [], "settled": True}
     best = copy.deepcopy(model.state_dict())
     epoch_started = time.perf_counter()
 
@@ -301,16 +307,24 @@ def train_lm_segmenter(
                 f"; gold boundary F1 {scores[BOUNDARY_F1]:.3f} at "
                 f"{scores[GOLD_UNITS_PER_CHAR]:.3f} units/char"
             )
+        if valid_bpc < progress["best_bpc"] or not progress["settled"]:
+            progress["best_bpc"], progress["bad_epochs"] = valid_bpc, 0
+            best = copy.deepcopy(model.state_dict())
+        else:
+            progress["bad_epochs"] += 1
+        # the lexicon's entries that do not pay go once the epoch's model is judged (and kept
+        # where best): the next epoch's model is judged after training on without them
+        pruned = trainer.prune_lexicon()
+        if pruned:
+            log_metrics(pruned, step)
+            curve += f"; lexicon {pruned['lexicon_entries']:.0f} entries"
+            before = pruned["lexicon_entries"] + pruned["lexicon_pruned"]
+            progress["settled"] = pruned["lexicon_pruned"] <= SETTLED_PRUNING * before
         print(
             f"epoch {epoch}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
             f"({time.perf_counter() - epoch_started:.0f}s){curve}",
             flush=True,
         )
-        if valid_bpc < progress["best_bpc"]:
-            progress["best_bpc"], progress["bad_epochs"] = valid_bpc, 0
-            best = copy.deepcopy(model.state_dict())
-        else:
-            progress["bad_epochs"] += 1
         progress["epoch_losses"] = []
         epoch_started = time.perf_counter()
         if progress["bad_epochs"] >= config.patience:

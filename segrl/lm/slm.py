@@ -109,11 +109,20 @@ class SLM(SegmentLM):
 
     # --- spans -----------------------------------------------------------------------------------
     def span_runs(
-        self, chars: CharBatch, space: torch.Tensor, run_length: torch.Tensor
+        self,
+        chars: CharBatch,
+        space: torch.Tensor,
+        run_length: torch.Tensor,
+        whole_from_lexicon: bool = True,
+        speller_price: float = 0.0,
     ) -> torch.Tensor:
         """``[B, L, R + 1]``: for every start ``a`` with ``run_length[b, a] > 0``, the log-probability
         of the segment of each length ``l <= run_length[b, a]`` starting there (terminator included,
-        and the end of the text for a span that reaches it); -inf elsewhere."""
+        and the end of the text for a span that reaches it); -inf elsewhere. With
+        ``whole_from_lexicon`` False, a span that is a whole text comes from the speller alone, as
+        if the lexicon had no entry for it (``entry_gains``); ``speller_price`` nats per character
+        are taken from the speller's path of every span (the training objective's price,
+        ``objective_table``)."""
         states = self.context_states(chars)  # [B, L + 1, H]
         batch, width = chars.ids.shape
         rows, starts = (run_length > 0).nonzero(as_tuple=True)  # [N]
@@ -125,12 +134,17 @@ class SLM(SegmentLM):
             spans = self.speller.span_scores(
                 states[rows, starts], chars.ids, space, rows, starts, lengths
             )  # [N, R + 1]
+        if speller_price:
+            offsets = torch.arange(spans.shape[1], device=spans.device, dtype=spans.dtype)
+            spans = spans - speller_price * offsets
         texts = torch.arange(batch, device=states.device)
         at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
         if self.lexicon is not None:  # [N, R + 1] and [B], or per category [N, R + 1, K], [B, K]
             contexts = self._lexicon_contexts()
             mixed = [
-                self._mix_lexicon(chars, space, rows, starts, lengths, spans, context)
+                self._mix_lexicon(
+                    chars, space, rows, starts, lengths, spans, context, whole_from_lexicon
+                )
                 for context in contexts
             ]
             ends = [self.lexicon.end(context, at_end) for context in contexts]
@@ -184,9 +198,10 @@ class SLM(SegmentLM):
         lengths: torch.Tensor,
         spans: torch.Tensor,
         context: torch.Tensor,
+        whole_from_lexicon: bool = True,
     ) -> torch.Tensor:
         """``spans`` (the speller's ``[N, R + 1]``) with every span mixed with the lexicon's path
-        under ``context`` ([H])."""
+        under ``context`` ([H]) (but whole texts where ``whole_from_lexicon`` is False)."""
         offsets = torch.arange(spans.shape[1], device=spans.device)
         spannable = (offsets >= 1) & (offsets <= lengths.unsqueeze(1))
         if self.config.max_segment_length is not None:  # longer entries stay impossible
@@ -198,19 +213,67 @@ class SLM(SegmentLM):
             for n, k in zip(run.tolist(), length.tolist(), strict=True)
         ]
         space_follows = space_at(space, rows[run], starts[run] + length)  # after the span
-        mixed = self.lexicon.mix(
-            context,
-            self.lexicon.ids(strings, spans.device),
-            spans[run, length],
-            space_follows,
-        )
+        ids = self.lexicon.ids(strings, spans.device)
+        if not whole_from_lexicon:
+            whole = (starts[run] == 0) & (length == chars.lengths[rows[run]])
+            ids = torch.where(whole, -1, ids)
+        mixed = self.lexicon.mix(context, ids, spans[run, length], space_follows)
         return spans.index_put((run, length), mixed)
 
-    def span_table(self, chars: CharBatch, space: torch.Tensor | None = None) -> torch.Tensor:
+    def span_table(
+        self,
+        chars: CharBatch,
+        space: torch.Tensor | None = None,
+        whole_from_lexicon: bool = True,
+        speller_price: float = 0.0,
+    ) -> torch.Tensor:
         """``[B, L, R + 1]``: every possible segment of every text (within words; at most
-        ``max_segment_length`` characters)."""
+        ``max_segment_length`` characters); ``whole_from_lexicon`` and ``speller_price`` as in
+        ``span_runs``."""
         space = space_mask(self.vocab, chars) if space is None else space
-        return self.span_runs(chars, space, _room(chars, space, self.config.max_segment_length))
+        room = _room(chars, space, self.config.max_segment_length)
+        return self.span_runs(chars, space, room, whole_from_lexicon, speller_price)
+
+    def objective_table(
+        self, chars: CharBatch, space: torch.Tensor, whole_from_lexicon: bool = True
+    ) -> torch.Tensor:
+        """The span table that training maximises the marginal of: ``span_table`` with the
+        speller's path priced at ``config.speller_price`` nats a character and every segment of
+        length ``l`` at ``config.length_penalty * l ** 2`` (both 0: ``p(X, S)`` itself). Scores,
+        posteriors and decoding read ``span_table``, the model's own probabilities."""
+        table = self.span_table(chars, space, whole_from_lexicon, self.config.speller_price)
+        if self.config.length_penalty:
+            lengths = torch.arange(table.shape[2], device=table.device, dtype=table.dtype)
+            penalty = self.config.length_penalty * lengths.square()  # [R + 1]
+            table = table - penalty.view(-1, *[1] * (table.dim() - 3))
+        return table
+
+    @torch.no_grad()
+    def entry_gains(self, entries: Sequence[str], batch_size: int = 2048) -> torch.Tensor:
+        """``[E]`` nats per use that each of ``entries`` (lexicon entries, each a text of its own)
+        gains the training objective: ``log p(m) - log p(m | without m)``, its marginal
+        (``objective_table``'s) with and without its own lexicon entry (without it, ``m`` is
+        spelled by the speller or made of other segments). ``LexiconUsage.prune`` weighs it by the
+        entry's uses."""
+        gains = []
+        was_training = self.training
+        self.eval()
+        try:
+            for begin in range(0, len(entries), batch_size):
+                chars = self.encode(list(entries[begin : begin + batch_size]))
+                space = space_mask(self.vocab, chars)
+                with_it = self._log_partition(
+                    self.objective_table(chars, space), space, chars.lengths
+                )
+                without = self._log_partition(
+                    self.objective_table(chars, space, whole_from_lexicon=False),
+                    space,
+                    chars.lengths,
+                )
+                gains.append(with_it - without)
+        finally:
+            self.train(was_training)
+        return torch.cat(gains) if gains else torch.zeros(0)
 
     # --- scores ----------------------------------------------------------------------------------
     def segment_scores(self, batch: SegmentedBatch) -> SegmentScores:
@@ -288,15 +351,12 @@ class SLM(SegmentLM):
 
     def marginal_loss(self, chars: CharBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """``-log p(X)`` per character (to minimise), and its value in bits per character; with
-        ``config.length_penalty`` > 0, ``-log sum_S p(X, S) exp(-penalty * sum_k |m_k|^2)`` (an upper
-        bound of ``-log p(X)``, reported as it is)."""
+        ``config.length_penalty`` > 0, ``-log sum_S p(X, S) exp(-penalty * sum_k |m_k|^2)``, and
+        with ``config.speller_price`` the speller's segments priced too (``objective_table``: an
+        upper bound of ``-log p(X)``, reported as it is)."""
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
-        table = self.span_table(chars, space)  # [B, L, R + 1]
-        if self.config.length_penalty:
-            lengths = torch.arange(table.shape[2], device=table.device, dtype=table.dtype)
-            penalty = self.config.length_penalty * lengths.square()  # [R + 1]
-            table = table - penalty.view(-1, *[1] * (table.dim() - 3))
+        table = self.objective_table(chars, space)  # [B, L, R + 1]
         total = self._log_partition(table, space, chars.lengths)
         loss = -total.sum() / (chars.lengths + 1).sum()
         return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}

@@ -242,6 +242,94 @@ class Speller(nn.Module):
         return logp[:, 0, self.eos_id]
 
 
+class UnigramSpeller(Speller):
+    """A speller without memory: each character of a segment is drawn from one learnt distribution
+    over the characters and the end of the segment, whatever came before (a geometric length): the
+    base distribution of the Dirichlet-process segmenters of Goldwater, Griffiths and Johnson
+    (2009) and the spelling code of Morfessor's lexicon, ``log p(m, t) = sum_j log p(c_j) +
+    log p(t)``. One end probability for every length, not one per length: a length distribution
+    free to peak at two characters cuts the stems it spells into pairs.
+
+    A character LSTM spells a whole word better than it spells its pieces, since it predicts a
+    word's last characters from its first ones; under the marginal likelihood a model with one then
+    keeps words whole the longer it trains (``docs/studies``' transfer study). Spelled without
+    memory, a piece costs the same wherever it stands, so spelling a suffix again in every word
+    costs what it costs, and a lexicon entry that many words share is what saves it. It reads no
+    context: it is for an ``slm`` without one (``context = "none"``).
+    """
+
+    def __init__(
+        self,
+        embedding: nn.Embedding,
+        eos_id: int,
+        space_id: int | None,
+        pad_id: int = 0,
+        bos_id: int = 1,
+        max_length: int | None = None,
+    ):
+        nn.Module.__init__(self)
+        self.vocab_size = embedding.num_embeddings
+        self.eos_id, self.space_id, self.pad_id, self.bos_id = eos_id, space_id, pad_id, bos_id
+        self.max_length = max_length
+        self.char_logits = nn.Parameter(torch.zeros(self.vocab_size))
+
+    def step_logits(self, steps: torch.Tensor) -> torch.Tensor:
+        """[S, V] logits of the symbol after ``steps`` ([S] long) characters, masked as
+        ``step_mask`` (which characters may start a segment, the longest segment)."""
+        width = int(steps.max()) + 1 if steps.numel() else 1
+        logits = self.char_logits.expand(steps.shape[0], -1)
+        return logits + self.step_mask(width, logits.device)[steps]
+
+    def ragged_log_probs(
+        self,
+        cond: torch.Tensor,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        after_space: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        rows = torch.arange(inputs.shape[0], device=inputs.device)
+        row = torch.repeat_interleave(rows, lengths)  # [S]
+        firsts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+        step = torch.arange(row.shape[0], device=inputs.device) - firsts  # [S]
+        logits = self.step_logits(step)
+        if after_space is not None:
+            no_end = (step == 0) & after_space[row]
+            logits = logits.clone()
+            logits[:, self.eos_id] = torch.where(no_end, NEG_INF, logits[:, self.eos_id])
+        return torch.log_softmax(logits, dim=-1), row, step
+
+    def shared_span_scores(
+        self,
+        cond: torch.Tensor,
+        runs: Sequence[str],
+        after_space: torch.Tensor,
+        space_after: torch.Tensor,
+    ) -> torch.Tensor:
+        device = self.char_logits.device
+        longest = max(map(len, runs), default=0)
+        lengths = torch.tensor([len(run) for run in runs], device=device)
+        ids = torch.full((len(runs), longest), self.pad_id, dtype=torch.long, device=device)
+        for n, run in enumerate(runs):
+            ids[n, : len(run)] = torch.tensor([ord(c) for c in run], dtype=torch.long)
+        steps = torch.arange(longest + 1, device=device)
+        logits = self.step_logits(steps)  # [R + 1, V]
+        logp = torch.log_softmax(logits, dim=-1)
+        offsets = torch.arange(1, longest + 1, device=device)
+        inside = offsets <= lengths.unsqueeze(1)  # [N, R]: the l-th character is in the run
+        char_lp = torch.where(inside, logp[steps[:-1].unsqueeze(0), ids], 0.0)  # [N, R]
+        term_id = torch.full_like(ids, self.eos_id)
+        if self.space_id is not None:
+            at_end = (offsets == lengths.unsqueeze(1)) & space_after.unsqueeze(1)
+            term_id = torch.where(at_end, self.space_id, term_id)
+        scores = char_lp.cumsum(1) + logp[offsets.unsqueeze(0), term_id]
+        root = logits[0]  # after a space the first symbol cannot be <eos>
+        no_eos = root.index_fill(0, torch.tensor([self.eos_id], device=device), NEG_INF)
+        after_space_shift = torch.logsumexp(root, 0) - torch.logsumexp(no_eos, 0)
+        scores = scores + torch.where(after_space, after_space_shift, 0.0).unsqueeze(1)
+        scores = torch.where(inside, scores, NEG_INF)
+        return torch.cat([scores.new_full((len(runs), 1), NEG_INF), scores], dim=1)
+
+
 class _Trie:
     """Every prefix of a set of strings once, numbered level by level (the empty prefix, the root,
     is 0; a node's parent is on the level before it)."""

@@ -16,6 +16,7 @@ import torch
 from segrl.data.batching import iterate_batches
 from segrl.errors import ModelError
 from segrl.lm.base import SegmentLM
+from segrl.lm.lexicon import DirectLexicon, LexiconUsage
 from segrl.lm.segmented import SegmentedBatch
 from segrl.lm.slm import require_slm
 from segrl.metrics import nats_to_bits_per_char
@@ -55,6 +56,10 @@ class LMTrainer:
         self.lexicon_uses = len(corpus)
         self.corpus_chars = sum(len(text) + 1 for text in corpus)
         self.steps = 0
+        lexicon = getattr(model, "lexicon", None)
+        prunes = model.config.lexicon_prune and isinstance(lexicon, DirectLexicon)
+        self.usage = LexiconUsage(lexicon) if prunes else None
+        """The lexicon's counted uses, for ``prune_lexicon`` (``LMConfig.lexicon_prune``)."""
 
     def step(self, batch: SegmentedBatch) -> dict[str, float]:
         """One update on ``-log p(X, S)`` per character of the segmented texts; returns the loss in
@@ -65,6 +70,7 @@ class LMTrainer:
     def marginal_step(self, texts: Sequence[str]) -> dict[str, float]:
         """One update on the marginal ``-log p(X)`` per character (``slm`` only)."""
         model = require_slm(self.model, "marginal likelihood")
+        probe = self.usage.probe() if self.usage is not None else None
 
         def loss() -> tuple[torch.Tensor, dict[str, float]]:
             nll, stats = model.marginal_loss(model.encode(texts))
@@ -74,7 +80,26 @@ class LMTrainer:
             stats["lexicon_nats"] = length.item()
             return nll + length / self.corpus_chars, stats
 
-        return self._update(loss)
+        try:
+            return self._update(loss)
+        finally:
+            if probe is not None:  # the loss is -log p(X) over the batch's characters
+                self.usage.add(probe, scale=-1.0 / sum(len(t) + 1 for t in texts))
+
+    def prune_lexicon(self) -> dict[str, float]:
+        """Prunes the lexicon entries that do not pay for their spelling, from the uses counted
+        since the last pruning (``LexiconUsage.prune``); {} where the model does not prune."""
+        if self.usage is None:
+            return {}
+        model = require_slm(self.model, "lexicon pruning")
+        kept = self.usage.kept()
+        entries = [
+            entry for entry, keep in zip(model.lexicon.entries, kept.tolist(), strict=True) if keep
+        ]
+        gains = torch.zeros(len(kept))
+        gains[kept] = model.entry_gains(entries).cpu()
+        config = model.config
+        return self.usage.prune(gains, config.lexicon_cost, config.lexicon_prune_fraction)
 
     def _update(self, compute) -> dict[str, float]:
         was_training = self.model.training
@@ -97,16 +122,21 @@ class LMTrainer:
         return stats
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "steps": self.steps,
         }
+        if self.usage is not None:
+            state["lexicon_usage"] = self.usage.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps = state["steps"]
+        if self.usage is not None and "lexicon_usage" in state:
+            self.usage.load_state_dict(state["lexicon_usage"])
 
 
 def _fused(model: SegmentLM) -> bool | None:

@@ -1,0 +1,153 @@
+"""The lexicon that must earn its entries: posterior use counts, the gain of an entry, its pruning,
+and the speller's price in the training objective, checked by hand and by enumeration on tiny
+models."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from segrl.config import validate_config
+from segrl.errors import ConfigError
+from segrl.lm import LMConfig, SegmentedBatch
+from segrl.lm.lexicon import PRUNED_LOGIT, LexiconUsage
+from segrl.lm.segmented import space_mask
+from segrl.lm.training import LMTrainer
+from tests.test_lm_probability import LEXICON, VOCAB, segmentations, tiny
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def direct_lm(speller: str = "lstm", prune: bool = True, **changes):
+    lm = tiny("slm", context="none", lexicon=LEXICON, lexicon_logits="direct", speller=speller)
+    lm.config = replace(lm.config, lexicon_prune=prune, lexicon_cost=2.0, **changes)
+    with torch.no_grad():
+        lm.lexicon.logits.copy_(torch.tensor([0.5, 1.0, -0.5, 0.2]))
+        lm.lexicon.gate_bias.fill_(1.0)
+    return lm
+
+
+@pytest.mark.parametrize("speller", ["lstm", "unigram"])
+def test_counted_uses_are_the_posterior_expected_uses_of_each_entry(speller):
+    """With the gate near 1 every segment comes from the lexicon (a segment outside it is nearly
+    impossible), so an entry's expected uses are its expected occurrences over the texts'
+    segmentations, weighted by their posterior: by enumeration."""
+    lm = direct_lm(speller)
+    with torch.no_grad():
+        lm.lexicon.gate_bias.fill_(30.0)
+    texts = ["abab", "aba", "bab", "ab"]
+    expected = torch.zeros(len(LEXICON), dtype=torch.float64)
+    for text in texts:
+        batch = SegmentedBatch.from_decisions(
+            VOCAB, [text] * len(segmentations(text)), segmentations(text)
+        )
+        weights = torch.softmax(lm.score(batch).total.double(), 0)
+        for weight, segments in zip(weights, batch.segments(), strict=True):
+            for segment in segments:
+                if segment in LEXICON:
+                    expected[LEXICON.index(segment)] += weight
+    trainer = LMTrainer(lm, lr=1e-3)
+    trainer.marginal_step(texts)  # counted before its update moves the model
+    assert torch.allclose(trainer.usage.counts, expected, atol=1e-4)
+    assert expected[LEXICON.index("ab")] > 1.0  # the check is not carried by zeros
+    assert lm.lexicon.count_probe is None  # the probe is taken off after the update
+
+
+def test_an_entrys_gain_is_what_the_marginal_loses_without_its_own_path():
+    """``entry_gains``: ``log p(m) - log(p(m) - p(m from the lexicon, whole))``, the whole-span
+    lexical path worked out by hand from the direct lexicon's logits."""
+    lm = direct_lm()
+    gains = lm.entry_gains(LEXICON)
+    chars = lm.encode(LEXICON)
+    marginal = lm.log_marginal(chars).detach()
+    lexicon = lm.lexicon
+    entry = torch.log_softmax(lexicon.logits.detach(), 0)
+    at_end = F.logsigmoid(-lexicon.gate_bias) + lm.speller.end_scores(lm.no_context.unsqueeze(0))
+    for i in range(len(LEXICON)):
+        lexical = (
+            F.logsigmoid(lexicon.gate_bias)
+            + entry[i]
+            + F.logsigmoid(-lexicon.terminator_bias[i])
+            + at_end[0]
+        ).item()
+        without = math.log(math.exp(marginal[i].item()) - math.exp(lexical))
+        assert gains[i].item() == pytest.approx(marginal[i].item() - without, abs=1e-4)
+    assert (gains > 0).all()
+
+
+def test_pruning_drops_entries_whose_uses_do_not_pay_for_their_spelling():
+    """An entry stays if its counted uses times its gain reach ``price * (|m| + 1)``; at most
+    ``fraction`` of the entries go at once, the worst ratio first; a pruned entry has probability
+    0, no price, and is never counted again."""
+    lm = direct_lm()
+    usage = LexiconUsage(lm.lexicon)
+    usage.counts = torch.tensor([10.0, 0.5, 3.0, 0.01], dtype=torch.float64)
+    gains = torch.tensor([1.0, 2.0, 0.5, 50.0])  # gained: 10, 1, 1.5, 0.5 nats
+    # prices at 2 nats a character: 4, 6, 6, 8
+    assert usage.prune(gains, price=2.0, fraction=0.5) == {
+        "lexicon_entries": 2.0,
+        "lexicon_pruned": 2.0,
+    }
+    assert usage.kept().tolist() == [True, False, True, False]  # 'bab' (1/16), 'ab' (1/6) first
+    assert usage.counts.sum() == 0
+    q = torch.softmax(lm.lexicon.logits.detach(), 0)
+    assert q[1].item() == 0.0 and q[3].item() == 0.0
+    assert lm.lexicon.logits[1].item() == PRUNED_LOGIT
+    length = lm.lexicon.description_length(lm.no_context, 1e9, 2.0)
+    assert length.item() == pytest.approx(2.0 * (2 + 3))  # 'a' and 'ba' pay, the pruned do not
+    usage.counts = torch.tensor([10.0, 0.0, 3.0, 0.0], dtype=torch.float64)
+    usage.prune(gains, price=2.0, fraction=1.0)  # 'ba' gains 1.5 < 6 now that nothing caps it
+    assert usage.kept().tolist() == [True, False, False, False]
+    with pytest.raises(ConfigError, match="lexicon_prune needs a direct lexicon"):
+        validate_config(LMConfig(lexicon_prune=True, lexicon_logits="projected"))
+    with pytest.raises(ConfigError, match="lexicon_prune_fraction must be in"):
+        validate_config(LMConfig(lexicon_prune_fraction=0.0))
+
+
+def test_the_trainer_prunes_an_entry_no_text_uses_and_keeps_the_one_they_share():
+    """Trained on texts made of 'ab' and 'a', 'bab' never occurs: pruned; 'ab' stays. The counts
+    are checkpointed with the trainer; a model that does not prune counts nothing."""
+    lm = direct_lm()
+    texts = ["ab", "aab", "abab", "a", "ab"] * 3
+    trainer = LMTrainer(lm, lr=0.01, corpus=texts)
+    for _ in range(3):
+        trainer.marginal_step(texts)
+    state = trainer.state_dict()
+    copy = LMTrainer(direct_lm(), lr=0.01, corpus=texts)
+    copy.load_state_dict(state)
+    assert torch.equal(copy.usage.counts, trainer.usage.counts)
+    assert trainer.usage.counts[LEXICON.index("ab")] > 10
+    pruned = trainer.prune_lexicon()
+    kept = dict(zip(LEXICON, trainer.usage.kept().tolist(), strict=True))
+    assert not kept["bab"] and kept["ab"]
+    assert pruned["lexicon_pruned"] >= 1 and pruned["lexicon_entries"] >= 1
+    plain = LMTrainer(direct_lm(prune=False), lr=0.01, corpus=texts)
+    plain.marginal_step(texts)
+    assert plain.usage is None and plain.prune_lexicon() == {}
+
+
+def test_the_spellers_price_is_paid_by_spelled_segments_in_the_objective_only():
+    """``speller_price``: the objective's span table takes ``price * l`` nats from the speller's
+    path of a segment of ``l`` characters, not from the lexicon's; ``span_table`` (scores,
+    posteriors, decoding) keeps the model's own probabilities."""
+    lm = tiny("slm", context="none", lexicon_logits="direct")
+    lm.config = replace(lm.config, speller_price=1.5)
+    texts = lm.encode(["abab", "ba"])
+    space = space_mask(VOCAB, texts)
+    table, objective = lm.span_table(texts, space).detach(), lm.objective_table(texts, space)
+    lengths = torch.arange(table.shape[2], dtype=table.dtype)
+    finite = torch.isfinite(table)
+    assert torch.allclose((table - 1.5 * lengths)[finite], objective.detach()[finite], atol=1e-5)
+    with_lexicon = direct_lm(speller_price=1.5)
+    with torch.no_grad():
+        with_lexicon.lexicon.gate_bias.fill_(30.0)  # every segment from the lexicon
+    chars = with_lexicon.encode(["ab"])
+    space = space_mask(VOCAB, chars)
+    whole = with_lexicon.span_table(chars, space)[0, 0, 2].item()
+    assert with_lexicon.objective_table(chars, space)[0, 0, 2].item() == pytest.approx(whole)
+    with pytest.raises(ConfigError, match="speller_price at least 0"):
+        validate_config(LMConfig(speller_price=-1.0))
