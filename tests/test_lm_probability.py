@@ -102,6 +102,7 @@ def walk(lm, max_chars: int):
         ("slm", None, "none", "lstm"),
         ("slm", None, "none", "unigram"),
         ("slm", 2, "none", "unigram"),
+        ("slm", 2, "none", "bigram"),
         ("segment-lstm", None, "lstm", "lstm"),
         ("segment-lstm", 2, "lstm", "lstm"),
     ],
@@ -161,6 +162,7 @@ TEXTS = ["abab", "ab ba", "b", "aab ab a", "?ab"]
         (None, "none", "direct", "lstm"),
         (3, "none", None, "unigram"),
         (None, "none", "direct", "unigram"),
+        (None, "none", "direct", "bigram"),
     ],
 )
 def test_dp_marginal_posteriors_and_viterbi_match_enumeration(
@@ -422,7 +424,8 @@ def test_word_posteriors_score_each_word_alone(lexicon):
 
 
 @pytest.mark.parametrize(
-    ("max_segment_length", "speller"), [(None, "lstm"), (2, "lstm"), (2, "unigram")]
+    ("max_segment_length", "speller"),
+    [(None, "lstm"), (2, "lstm"), (2, "unigram"), (None, "bigram")],
 )
 def test_runs_without_context_share_their_substrings_with_the_same_scores_and_gradients(
     max_segment_length, speller
@@ -712,17 +715,17 @@ def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own
         validate_config(LMConfig(lexicon_lr=0.0))
 
 
-def test_the_unigram_speller_spells_without_memory_and_needs_no_context():
-    """``speller = "unigram"``: a segment's probability is the product of one character
-    distribution and a length distribution, so a character costs the same wherever it stands;
-    it reads no context, and any other is refused."""
+def test_markov_spellers_remember_at_most_one_character_and_need_no_context():
+    """``speller = "unigram"``: one distribution over the characters and the end, so a character
+    costs the same wherever it stands; ``bigram``: one per character before it; neither reads a
+    context, and any other is refused."""
     from dataclasses import replace
 
     from segrl.errors import ConfigError
-    from segrl.lm.speller import UnigramSpeller
+    from segrl.lm.speller import MarkovSpeller
 
     lm = tiny("slm", context="none", speller="unigram")
-    assert isinstance(lm.speller, UnigramSpeller)
+    assert isinstance(lm.speller, MarkovSpeller)
     assert sum(p.numel() for p in lm.speller.parameters()) == len(VOCAB)
     with torch.no_grad():
         lm.speller.char_logits.copy_(torch.linspace(-1.0, 2.0, len(VOCAB)))
@@ -734,3 +737,10 @@ def test_the_unigram_speller_spells_without_memory_and_needs_no_context():
     assert (first[a] - first[b]).item() == pytest.approx((after[0][a] - after[0][b]).item())
     with pytest.raises(ConfigError, match="speller = 'unigram' reads no context"):
         validate_config(replace(lm.config, context="lstm"))
+    bigram = tiny("slm", context="none", speller="bigram")
+    assert sum(p.numel() for p in bigram.speller.parameters()) == len(VOCAB) ** 2
+    with torch.no_grad():
+        bigram.speller.char_logits.copy_(torch.randn(len(VOCAB), len(VOCAB)))
+    after_a, after_b = (bigram.next_symbol_log_probs([], prefix) for prefix in ("ba", "ab"))
+    assert torch.allclose(after_a, bigram.next_symbol_log_probs([], "bba"))  # one character back
+    assert not torch.allclose(after_a, after_b)

@@ -30,9 +30,9 @@ from torch import nn
 from segrl.data.batching import CharBatch, encode_batch
 from segrl.data.vocab import CharVocab
 from segrl.errors import ModelError
-from segrl.lm.config import LMConfig
+from segrl.lm.config import MARKOV_ORDERS, LMConfig
 from segrl.lm.segmented import SPACE, SegmentedBatch
-from segrl.lm.speller import Speller, UnigramSpeller
+from segrl.lm.speller import MarkovSpeller, Speller
 
 
 @dataclass
@@ -72,15 +72,17 @@ class SegmentLM(nn.Module, ABC):
     # --- shared ----------------------------------------------------------------------------------
     def make_speller(self, embedding: nn.Embedding) -> Speller:
         """The speller of this model: conditioned on ``hidden_dim`` vectors, reading ``embedding``
-        (``config.speller``: a character LSTM, or ``unigram``, one without memory or condition)."""
-        if self.config.speller == "unigram":
-            return UnigramSpeller(
+        (``config.speller``: a character LSTM, or a Markov speller of order 0 or 1, ``unigram`` or
+        ``bigram``, without condition)."""
+        if self.config.speller in MARKOV_ORDERS:
+            return MarkovSpeller(
                 embedding,
                 eos_id=self.vocab.eos_id,
                 space_id=self.space_id,
                 pad_id=self.vocab.pad_id,
                 bos_id=self.vocab.bos_id,
                 max_length=self.config.max_segment_length,
+                order=MARKOV_ORDERS[self.config.speller],
             )
         return Speller(
             embedding,

@@ -13,7 +13,9 @@ from segrl.errors import ConfigError
 LMModel = Literal["slm", "segment-lstm"]
 LMContext = Literal["lstm", "words", "none"]
 LMCategories = Literal["none", "prefix-stem-suffix"]
-LMSpeller = Literal["lstm", "unigram"]
+LMSpeller = Literal["lstm", "unigram", "bigram"]
+MARKOV_ORDERS = {"unigram": 0, "bigram": 1}
+"""The spellers without an LSTM, by the characters each symbol is drawn given."""
 LMLexiconLogits = Literal["projected", "direct"]
 LMTexts = Literal["word-types", "sentences"]
 """What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
@@ -93,9 +95,10 @@ class LMConfig:
     """The speller LSTM (and the segment composer of ``segment-lstm``)."""
     speller: LMSpeller = "lstm"
     """How a segment is spelled: ``lstm``, a character LSTM from the segment's context
-    (``segrl.lm.speller.Speller``), or ``unigram``, each character drawn from one distribution and
-    the length from another, without memory (``UnigramSpeller``: ``slm`` without context only),
-    the base distribution of the Bayesian segmenters and Morfessor's spelling code."""
+    (``segrl.lm.speller.Speller``), or without an LSTM and without condition (``slm`` without
+    context only; ``MarkovSpeller``): ``unigram``, each character (and the segment's end) drawn
+    from one distribution, the base distribution of the Bayesian segmenters and Morfessor's
+    spelling code, or ``bigram``, each drawn given the character before it."""
     max_segment_length: int | None = None
     """Most characters per segment; longer segments get probability 0. None: unbounded (with known
     word boundaries the dynamic programs then span whole words). Set it for text without spaces,
@@ -168,12 +171,11 @@ class LMConfig:
             raise ConfigError(f"{prefix}lexicon_cost must be at least 0, got {self.lexicon_cost}")
         if self.lexicon_lr <= 0:
             raise ConfigError(f"{prefix}lexicon_lr must be above 0, got {self.lexicon_lr}")
-        if self.speller == "unigram" and (
-            self.model != "slm" or self.context not in (None, "none")
-        ):
+        markov = self.speller in MARKOV_ORDERS
+        if markov and (self.model != "slm" or self.context not in (None, "none")):
             raise ConfigError(
-                f"{prefix}speller = 'unigram' reads no context: it needs {prefix}model = 'slm' "
-                f"and {prefix}context = 'none' (got {self.model!r}, {self.context!r})"
+                f"{prefix}speller = {self.speller!r} reads no context: it needs {prefix}model = "
+                f"'slm' and {prefix}context = 'none' (got {self.model!r}, {self.context!r})"
             )
         if self.lexicon_prune and self.lexicon_logits == "projected":
             raise ConfigError(

@@ -242,20 +242,22 @@ class Speller(nn.Module):
         return logp[:, 0, self.eos_id]
 
 
-class UnigramSpeller(Speller):
-    """A speller without memory: each character of a segment is drawn from one learnt distribution
-    over the characters and the end of the segment, whatever came before (a geometric length): the
-    base distribution of the Dirichlet-process segmenters of Goldwater, Griffiths and Johnson
-    (2009) and the spelling code of Morfessor's lexicon, ``log p(m, t) = sum_j log p(c_j) +
-    log p(t)``. One end probability for every length, not one per length: a length distribution
-    free to peak at two characters cuts the stems it spells into pairs.
+class MarkovSpeller(Speller):
+    """A speller with at most one character of memory: each symbol of a segment (a character or its
+    end) is drawn from a learnt distribution given nothing (``order = 0``, a unigram: a geometric
+    length) or given the character before it (``order = 1``, a bigram; ``<bos>`` before the
+    first). The unigram is the base distribution of the Dirichlet-process segmenters of Goldwater,
+    Griffiths and Johnson (2009) and the spelling code of Morfessor's lexicon; the bigram adds what
+    a language allows after a character, and still no memory of the word. One end probability for
+    every length, not one per length: a length distribution free to peak at two characters cuts
+    the stems it spells into pairs.
 
     A character LSTM spells a whole word better than it spells its pieces, since it predicts a
     word's last characters from its first ones; under the marginal likelihood a model with one then
-    keeps words whole the longer it trains (``docs/studies``' transfer study). Spelled without
-    memory, a piece costs the same wherever it stands, so spelling a suffix again in every word
-    costs what it costs, and a lexicon entry that many words share is what saves it. It reads no
-    context: it is for an ``slm`` without one (``context = "none"``).
+    keeps words whole the longer it trains (the transfer study, docs/studies). Spelled with little
+    memory, a piece costs about the same wherever it stands, so spelling a suffix again in every
+    word costs what it costs, and a lexicon entry that many words share is what saves it. It reads
+    no context: it is for an ``slm`` without one (``context = "none"``).
     """
 
     def __init__(
@@ -266,18 +268,24 @@ class UnigramSpeller(Speller):
         pad_id: int = 0,
         bos_id: int = 1,
         max_length: int | None = None,
+        order: int = 0,
     ):
         nn.Module.__init__(self)
+        if order not in (0, 1):
+            raise ValueError(f"a Markov speller has order 0 or 1, got {order}")
         self.vocab_size = embedding.num_embeddings
         self.eos_id, self.space_id, self.pad_id, self.bos_id = eos_id, space_id, pad_id, bos_id
         self.max_length = max_length
-        self.char_logits = nn.Parameter(torch.zeros(self.vocab_size))
+        self.order = order
+        rows = self.vocab_size if order else 1
+        self.char_logits = nn.Parameter(torch.zeros(rows, self.vocab_size))  # [1 or V, V]
 
-    def step_logits(self, steps: torch.Tensor) -> torch.Tensor:
-        """[S, V] logits of the symbol after ``steps`` ([S] long) characters, masked as
-        ``step_mask`` (which characters may start a segment, the longest segment)."""
+    def step_logits(self, steps: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """[S, V] logits of the symbol after ``steps`` ([S] long) characters whose last is
+        ``previous`` ([S] ids; ``<bos>`` at step 0), masked as ``step_mask`` (which characters may
+        start a segment, the longest segment)."""
         width = int(steps.max()) + 1 if steps.numel() else 1
-        logits = self.char_logits.expand(steps.shape[0], -1)
+        logits = self.char_logits[previous if self.order else torch.zeros_like(previous)]
         return logits + self.step_mask(width, logits.device)[steps]
 
     def ragged_log_probs(
@@ -291,7 +299,7 @@ class UnigramSpeller(Speller):
         row = torch.repeat_interleave(rows, lengths)  # [S]
         firsts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
         step = torch.arange(row.shape[0], device=inputs.device) - firsts  # [S]
-        logits = self.step_logits(step)
+        logits = self.step_logits(step, inputs[row, step])  # inputs: <bos>, then the characters
         if after_space is not None:
             no_end = (step == 0) & after_space[row]
             logits = logits.clone()
@@ -311,18 +319,24 @@ class UnigramSpeller(Speller):
         ids = torch.full((len(runs), longest), self.pad_id, dtype=torch.long, device=device)
         for n, run in enumerate(runs):
             ids[n, : len(run)] = torch.tensor([ord(c) for c in run], dtype=torch.long)
-        steps = torch.arange(longest + 1, device=device)
-        logits = self.step_logits(steps)  # [R + 1, V]
-        logp = torch.log_softmax(logits, dim=-1)
+        bos = torch.full((len(runs), 1), self.bos_id, dtype=torch.long, device=device)
+        previous = torch.cat([bos, ids], dim=1)  # [N, R + 1]: before each symbol
+        steps = torch.arange(longest + 1, device=device).expand_as(previous)
+        logp = torch.log_softmax(
+            self.step_logits(steps.flatten(), previous.flatten()), dim=-1
+        ).view(len(runs), longest + 1, -1)  # [N, R + 1, V]
         offsets = torch.arange(1, longest + 1, device=device)
         inside = offsets <= lengths.unsqueeze(1)  # [N, R]: the l-th character is in the run
-        char_lp = torch.where(inside, logp[steps[:-1].unsqueeze(0), ids], 0.0)  # [N, R]
+        char_lp = logp[:, :-1].gather(2, ids.unsqueeze(2)).squeeze(2)  # [N, R]
+        char_lp = torch.where(inside, char_lp, 0.0)
         term_id = torch.full_like(ids, self.eos_id)
         if self.space_id is not None:
             at_end = (offsets == lengths.unsqueeze(1)) & space_after.unsqueeze(1)
             term_id = torch.where(at_end, self.space_id, term_id)
-        scores = char_lp.cumsum(1) + logp[offsets.unsqueeze(0), term_id]
-        root = logits[0]  # after a space the first symbol cannot be <eos>
+        term_lp = logp[:, 1:].gather(2, term_id.unsqueeze(2)).squeeze(2)  # after l characters
+        scores = char_lp.cumsum(1) + term_lp
+        # after a space the first symbol cannot be <eos>: the first softmax without it
+        root = self.step_logits(steps[:1, 0], previous[:1, 0])[0]
         no_eos = root.index_fill(0, torch.tensor([self.eos_id], device=device), NEG_INF)
         after_space_shift = torch.logsumexp(root, 0) - torch.logsumexp(no_eos, 0)
         scores = scores + torch.where(after_space, after_space_shift, 0.0).unsqueeze(1)
