@@ -552,3 +552,36 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
     )
     with pytest.raises(ConfigError, match="description_length_weight"):
         tiny_config(description_length_weight=-1.0).check("evaluator.lm.")
+
+
+def test_the_evaluators_lm_prunes_its_lexicon_after_pretraining_and_every_epoch(one_thread):
+    """``lexicon_prune``: the evaluator's LM prunes the entries that do not pay once its
+    pre-training ends and then after every epoch's worth of updates of the corpus's word types."""
+    from segrl.lm.lexicon import substring_lexicon
+
+    vocab = CharVocab.from_texts(WORDS, "?")
+    batch = encode_segmentation_batch(vocab, WORDS)
+    config = tiny_config(
+        objective="marginal",
+        context="none",
+        lexicon_size=40,
+        lexicon_cost=2.0,
+        lexicon_logits="direct",
+        lexicon_prune=True,
+        speller="bigram",
+        batch_size=6,
+    )
+    lm = build_lm(config.arch, vocab, substring_lexicon(WORDS, 40))
+    counts = {word: 1 for word in WORDS}  # 18 word types, 6 a batch: 3 updates an epoch
+    evaluator = LMEvaluator(lm, config, seed=0, words=counts)
+    assert evaluator.prune_every == 3
+    stats = evaluator.pretrain([batch])
+    assert 0 < stats["lexicon_entries"] < 40 and stats["lexicon_pruned"] > 0
+    after_pretraining = evaluator.trainer.usage.kept()
+    logged = [evaluator.update(batch) for _ in range(6)]
+    pruned_at = [i for i, s in enumerate(logged) if "lm_lexicon_entries" in s]
+    first = evaluator.trainer.steps - 6  # the pre-training's updates
+    assert pruned_at == [i for i in range(6) if (first + i + 1) % 3 == 0]
+    kept = evaluator.trainer.usage.kept()
+    assert not (kept & ~after_pretraining).any()  # a pruned entry stays out
+    assert logged[pruned_at[-1]]["lm_lexicon_entries"] == kept.sum().item()

@@ -137,6 +137,9 @@ class LMEvaluator(Evaluator):
         self.rng = np.random.default_rng(seed)
         self.batches_seen = 0
         self.pretrained = False
+        self.prune_every = max(1, math.ceil(len(self.words) / config.batch_size))
+        """LM updates between prunings of its lexicon (``LMConfig.lexicon_prune``): an epoch of the
+        corpus's word types, as ``segrl lm train`` prunes after every epoch."""
 
     @classmethod
     def from_config(
@@ -274,6 +277,7 @@ class LMEvaluator(Evaluator):
 
         for chunk in itertools.islice(chunks(), self.config.pretrain_steps):
             stats = self._step(chunk)
+        stats.update(self.trainer.prune_lexicon())  # the pre-trained lexicon's entries that pay
         self.buffer.extend(examples)
         if self.counts_segmentations:
             teacher = self.teacher
@@ -317,6 +321,8 @@ class LMEvaluator(Evaluator):
                 drawn = self.rng.choice(len(self.words), self.config.batch_size, p=self.word_probs)
                 texts = sorted({self.words[i] for i in drawn})
             stats = self.trainer.marginal_step(texts)
+            if self.trainer.steps % self.prune_every == 0:
+                stats.update(self.trainer.prune_lexicon())
         else:
             limit = self.lm.config.max_segment_length
             if limit is not None:  # segments the model cannot spell are left out
@@ -324,7 +330,10 @@ class LMEvaluator(Evaluator):
                 if not examples:
                     return {}
             stats = self.trainer.step(self.lm.segmented(segments=[s for _, s in examples]))
-        return {"lm_bits_per_char": stats["bits_per_char"], "lm_grad_norm": stats["grad_norm"]}
+        out = {"lm_bits_per_char": stats["bits_per_char"], "lm_grad_norm": stats["grad_norm"]}
+        if "lexicon_entries" in stats:  # it pruned its lexicon after this update
+            out["lm_lexicon_entries"] = stats["lexicon_entries"]
+        return out
 
     def heldout_metrics(self, batches: Sequence[SegmentationBatch]) -> dict[str, float]:
         """The LM's bits per character of held-out texts under the agent's segmentations (texts
