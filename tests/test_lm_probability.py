@@ -103,6 +103,7 @@ def walk(lm, max_chars: int):
         ("slm", None, "none", "unigram"),
         ("slm", 2, "none", "unigram"),
         ("slm", 2, "none", "bigram"),
+        ("slm", None, "none", "trigram"),
         ("segment-lstm", None, "lstm", "lstm"),
         ("segment-lstm", 2, "lstm", "lstm"),
     ],
@@ -163,6 +164,7 @@ TEXTS = ["abab", "ab ba", "b", "aab ab a", "?ab"]
         (3, "none", None, "unigram"),
         (None, "none", "direct", "unigram"),
         (None, "none", "direct", "bigram"),
+        (None, "none", "direct", "trigram"),
     ],
 )
 def test_dp_marginal_posteriors_and_viterbi_match_enumeration(
@@ -425,7 +427,7 @@ def test_word_posteriors_score_each_word_alone(lexicon):
 
 @pytest.mark.parametrize(
     ("max_segment_length", "speller"),
-    [(None, "lstm"), (2, "lstm"), (2, "unigram"), (None, "bigram")],
+    [(None, "lstm"), (2, "lstm"), (2, "unigram"), (None, "bigram"), (2, "trigram")],
 )
 def test_runs_without_context_share_their_substrings_with_the_same_scores_and_gradients(
     max_segment_length, speller
@@ -744,3 +746,9 @@ def test_markov_spellers_remember_at_most_one_character_and_need_no_context():
     after_a, after_b = (bigram.next_symbol_log_probs([], prefix) for prefix in ("ba", "ab"))
     assert torch.allclose(after_a, bigram.next_symbol_log_probs([], "bba"))  # one character back
     assert not torch.allclose(after_a, after_b)
+    trigram = tiny("slm", context="none", speller="trigram")
+    with torch.no_grad():
+        trigram.speller.char_logits.copy_(torch.randn(len(VOCAB) ** 2, len(VOCAB)))
+    after_ba, after_aa = (trigram.next_symbol_log_probs([], prefix) for prefix in ("ba", "aa"))
+    assert torch.allclose(after_ba, trigram.next_symbol_log_probs([], "aba"))  # two back
+    assert not torch.allclose(after_ba, after_aa)

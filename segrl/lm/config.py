@@ -13,8 +13,8 @@ from segrl.errors import ConfigError
 LMModel = Literal["slm", "segment-lstm"]
 LMContext = Literal["lstm", "words", "none"]
 LMCategories = Literal["none", "prefix-stem-suffix"]
-LMSpeller = Literal["lstm", "unigram", "bigram"]
-MARKOV_ORDERS = {"unigram": 0, "bigram": 1}
+LMSpeller = Literal["lstm", "unigram", "bigram", "trigram"]
+MARKOV_ORDERS = {"unigram": 0, "bigram": 1, "trigram": 2}
 """The spellers without an LSTM, by the characters each symbol is drawn given."""
 LMLexiconLogits = Literal["projected", "direct"]
 LMTexts = Literal["word-types", "sentences"]
@@ -98,7 +98,8 @@ class LMConfig:
     (``segrl.lm.speller.Speller``), or without an LSTM and without condition (``slm`` without
     context only; ``MarkovSpeller``): ``unigram``, each character (and the segment's end) drawn
     from one distribution, the base distribution of the Bayesian segmenters and Morfessor's
-    spelling code, or ``bigram``, each drawn given the character before it."""
+    spelling code, ``bigram``, each drawn given the character before it, or ``trigram``, given
+    the two before it."""
     max_segment_length: int | None = None
     """Most characters per segment; longer segments get probability 0. None: unbounded (with known
     word boundaries the dynamic programs then span whole words). Set it for text without spaces,

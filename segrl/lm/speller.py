@@ -243,12 +243,13 @@ class Speller(nn.Module):
 
 
 class MarkovSpeller(Speller):
-    """A speller with at most one character of memory: each symbol of a segment (a character or its
-    end) is drawn from a learnt distribution given nothing (``order = 0``, a unigram: a geometric
-    length) or given the character before it (``order = 1``, a bigram; ``<bos>`` before the
-    first). The unigram is the base distribution of the Dirichlet-process segmenters of Goldwater,
-    Griffiths and Johnson (2009) and the spelling code of Morfessor's lexicon; the bigram adds what
-    a language allows after a character, and still no memory of the word. One end probability for
+    """A speller with at most ``order`` characters of memory: each symbol of a segment (a character
+    or its end) is drawn from a learnt distribution given nothing (``order = 0``, a unigram: a
+    geometric length), the character before it (``order = 1``, a bigram) or the two before it
+    (``order = 2``, a trigram; ``<bos>`` stands before the first). The unigram is the base
+    distribution of the Dirichlet-process segmenters of Goldwater, Griffiths and Johnson (2009) and
+    the spelling code of Morfessor's lexicon; the bigram and trigram add what a language allows
+    after a character or two, and still no memory of the word. One end probability for
     every length, not one per length: a length distribution free to peak at two characters cuts
     the stems it spells into pairs.
 
@@ -271,22 +272,41 @@ class MarkovSpeller(Speller):
         order: int = 0,
     ):
         nn.Module.__init__(self)
-        if order not in (0, 1):
-            raise ValueError(f"a Markov speller has order 0 or 1, got {order}")
+        if order not in (0, 1, 2):
+            raise ValueError(f"a Markov speller has order 0, 1 or 2, got {order}")
         self.vocab_size = embedding.num_embeddings
         self.eos_id, self.space_id, self.pad_id, self.bos_id = eos_id, space_id, pad_id, bos_id
         self.max_length = max_length
         self.order = order
-        rows = self.vocab_size if order else 1
-        self.char_logits = nn.Parameter(torch.zeros(rows, self.vocab_size))  # [1 or V, V]
+        rows = self.vocab_size**order
+        self.char_logits = nn.Parameter(torch.zeros(rows, self.vocab_size))  # [V ** order, V]
 
-    def step_logits(self, steps: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        """[S, V] logits of the symbol after ``steps`` ([S] long) characters whose last is
-        ``previous`` ([S] ids; ``<bos>`` at step 0), masked as ``step_mask`` (which characters may
-        start a segment, the longest segment)."""
+    def step_logits(self, steps: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """[S, V] logits of the symbol after ``steps`` ([S] long) characters, given the ``order``
+        symbols before it (``history`` [S, order] ids, the nearest last; ``<bos>`` before the
+        first character), masked as ``step_mask`` (which characters may start a segment, the
+        longest segment)."""
         width = int(steps.max()) + 1 if steps.numel() else 1
-        logits = self.char_logits[previous if self.order else torch.zeros_like(previous)]
+        row = torch.zeros_like(steps)
+        for k in range(self.order):
+            row = row * self.vocab_size + history[:, k]
+        logits = self.char_logits[row]
         return logits + self.step_mask(width, logits.device)[steps]
+
+    def _histories(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``[N, T, order]``: before each step of ``inputs`` (``<bos>`` then the characters), the
+        ``order`` symbols before it, ``<bos>`` where the segment has fewer."""
+        if not self.order:
+            return inputs.new_zeros(*inputs.shape, 0)
+        padded = torch.cat(
+            [
+                torch.full_like(inputs[:, :1], self.bos_id).expand(-1, max(self.order - 1, 0)),
+                inputs,
+            ],
+            dim=1,
+        )  # [N, order - 1 + T]
+        steps = inputs.shape[1]
+        return torch.stack([padded[:, k : k + steps] for k in range(self.order)], dim=2)
 
     def ragged_log_probs(
         self,
@@ -299,7 +319,7 @@ class MarkovSpeller(Speller):
         row = torch.repeat_interleave(rows, lengths)  # [S]
         firsts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
         step = torch.arange(row.shape[0], device=inputs.device) - firsts  # [S]
-        logits = self.step_logits(step, inputs[row, step])  # inputs: <bos>, then the characters
+        logits = self.step_logits(step, self._histories(inputs)[row, step])
         if after_space is not None:
             no_end = (step == 0) & after_space[row]
             logits = logits.clone()
@@ -320,10 +340,10 @@ class MarkovSpeller(Speller):
         for n, run in enumerate(runs):
             ids[n, : len(run)] = torch.tensor([ord(c) for c in run], dtype=torch.long)
         bos = torch.full((len(runs), 1), self.bos_id, dtype=torch.long, device=device)
-        previous = torch.cat([bos, ids], dim=1)  # [N, R + 1]: before each symbol
-        steps = torch.arange(longest + 1, device=device).expand_as(previous)
+        history = self._histories(torch.cat([bos, ids], dim=1))  # [N, R + 1, order]
+        steps = torch.arange(longest + 1, device=device).expand(len(runs), -1)
         logp = torch.log_softmax(
-            self.step_logits(steps.flatten(), previous.flatten()), dim=-1
+            self.step_logits(steps.flatten(), history.flatten(0, 1)), dim=-1
         ).view(len(runs), longest + 1, -1)  # [N, R + 1, V]
         offsets = torch.arange(1, longest + 1, device=device)
         inside = offsets <= lengths.unsqueeze(1)  # [N, R]: the l-th character is in the run
@@ -336,7 +356,7 @@ class MarkovSpeller(Speller):
         term_lp = logp[:, 1:].gather(2, term_id.unsqueeze(2)).squeeze(2)  # after l characters
         scores = char_lp.cumsum(1) + term_lp
         # after a space the first symbol cannot be <eos>: the first softmax without it
-        root = self.step_logits(steps[:1, 0], previous[:1, 0])[0]
+        root = self.step_logits(steps[:1, 0], history[:1, 0])[0]
         no_eos = root.index_fill(0, torch.tensor([self.eos_id], device=device), NEG_INF)
         after_space_shift = torch.logsumexp(root, 0) - torch.logsumexp(no_eos, 0)
         scores = scores + torch.where(after_space, after_space_shift, 0.0).unsqueeze(1)
