@@ -84,8 +84,16 @@ CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PE
 
 def segmenter_lm() -> LMConfig:
     """``segrl lm train``'s model by default: ``slm`` without context (with the LSTM context on text
-    without spaces), with a priced lexicon whose logits are learnt directly."""
-    return LMConfig(context=None, lexicon_size=None, lexicon_cost=LEXICON_COST, lexicon_logits=None)
+    without spaces), with a priced lexicon whose logits are learnt directly; its options left unset
+    (None) resolve by ``LM_DEFAULTS`` (``resolve_lm_train_config``)."""
+    return LMConfig(
+        context=None,
+        max_segment_length=None,
+        lexicon_size=None,
+        lexicon_cost=LEXICON_COST,
+        lexicon_logits=None,
+        length_penalty=None,
+    )
 
 
 @dataclass
@@ -93,7 +101,8 @@ class LMTrainConfig:
     """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter."""
 
     lm: LMConfig = field(default_factory=segmenter_lm)
-    """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here: ``slm``
+    """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here (the options
+    left None resolve by ``segrl.lm.config.LM_DEFAULTS``' rows for ``segrl lm train``): ``slm``
     without context (marginal likelihood then favours reusable, morph-like segments; with the
     character context, or the preceding words, as context it keeps whole words), except on text
     without spaces, where whole words are the aim: there the LSTM context and no length penalty

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from segrl.config import limit
 from segrl.data.batching import CharBatch
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
@@ -189,8 +190,9 @@ class SLM(SegmentLM):
         under ``context`` ([H])."""
         offsets = torch.arange(spans.shape[1], device=spans.device)
         spannable = (offsets >= 1) & (offsets <= lengths.unsqueeze(1))
-        if self.config.max_segment_length is not None:  # longer entries stay impossible
-            spannable &= offsets <= self.config.max_segment_length
+        longest = limit(self.config.max_segment_length)
+        if longest is not None:  # longer entries stay impossible
+            spannable &= offsets <= longest
         run, length = spannable.nonzero(as_tuple=True)
         texts, row_list, start_list = chars.texts, rows.tolist(), starts.tolist()
         strings = [
@@ -210,7 +212,8 @@ class SLM(SegmentLM):
         """``[B, L, R + 1]``: every possible segment of every text (within words; at most
         ``max_segment_length`` characters)."""
         space = space_mask(self.vocab, chars) if space is None else space
-        return self.span_runs(chars, space, _room(chars, space, self.config.max_segment_length))
+        room = _room(chars, space, limit(self.config.max_segment_length))
+        return self.span_runs(chars, space, room)
 
     # --- scores ----------------------------------------------------------------------------------
     def segment_scores(self, batch: SegmentedBatch) -> SegmentScores:
@@ -236,8 +239,9 @@ class SLM(SegmentLM):
         next_length = last.gather(1, after) - last  # [B, L], length of the segment after mine
         merge = batch.starts & flippable.gather(1, last)
         room = torch.where(word, last - positions + 1 + torch.where(merge, next_length, 0), 0)
-        if self.config.max_segment_length is not None:
-            room = room.clamp(max=self.config.max_segment_length)
+        longest = limit(self.config.max_segment_length)
+        if longest is not None:
+            room = room.clamp(max=longest)
         table = self.span_runs(batch.chars, batch.space, room)
 
         def span(start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
