@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from segrl.config import flatten_config, read_config_keys
+from segrl.jobs import REQUESTED_FILE
 from segrl.units.config import UnitsConfig, build_units_config
 from segrl.units.registry import model_class
 from segrl.units.saving import CONFIG_FILE, check_model_folder
@@ -41,7 +42,8 @@ def finetune_config(
     docstring); ``path`` and ``overrides`` as in ``build_units_config``."""
     source = Path(source)
     check_model_folder(source)
-    trained = build_units_config(path=source / CONFIG_FILE)
+    requested = source / REQUESTED_FILE  # its options as asked: its device, threads, ... unset
+    trained = build_units_config(path=requested if requested.exists() else source / CONFIG_FILE)
     cls = model_class(model)
     arch_fields = {f.name for f in dataclasses.fields(cls.config_class)}
     inherited = {
