@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from segrl.config import validate_config
 from segrl.errors import ConfigError
-from segrl.lm.config import LMConfig
+from segrl.lm.config import LMConfig, table_lm
 
 if TYPE_CHECKING:
     from segrl.data import Corpus, GoldWord
@@ -51,16 +51,7 @@ def evaluator_lm() -> LMConfig:
     starts, ``segrl.agents.trainer.resolve_train_config``): without context (with the LSTM context
     where spaces are hidden), its lexicon and its price decided by the corpus, the lexicon's logits
     learnt directly, as ``segrl lm train``'s."""
-    return LMConfig(
-        context=None,
-        hidden_dim=128,
-        speller_dim=128,
-        max_segment_length=None,
-        lexicon_size=None,
-        lexicon_cost=None,
-        lexicon_logits=None,
-        length_penalty=None,
-    )
+    return table_lm(hidden_dim=128, speller_dim=128)
 
 
 @dataclass

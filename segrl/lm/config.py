@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from segrl.config import NO_LIMIT
 from segrl.errors import ConfigError
@@ -211,6 +211,23 @@ evaluator) and on what text (a word list, running text, text without spaces). Th
 above say why each value was chosen. ``segrl lm train`` prices its lexicon by default
 (``LMTrainConfig.lm``), so an ``slm`` without context gets one on any text; the evaluator gets
 one on a word list only, where its student reads it (``segrl.agents.config``)."""
+
+
+TABLE_OPTIONS = (
+    "context",
+    "max_segment_length",
+    "lexicon_size",
+    "lexicon_cost",
+    "lexicon_logits",
+    "length_penalty",
+)
+"""The options of an ``LMConfig`` that ``LM_DEFAULTS`` gives values."""
+
+
+def table_lm(**options: Any) -> LMConfig:
+    """An ``LMConfig`` with ``options`` given and the other ``TABLE_OPTIONS`` left unset (None),
+    for ``resolve_lm_config`` to read from ``LM_DEFAULTS``: a user's default model."""
+    return LMConfig(**{**dict.fromkeys(TABLE_OPTIONS), **options})
 
 
 def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train") -> LMConfig:

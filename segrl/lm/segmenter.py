@@ -46,7 +46,7 @@ from segrl.data.batching import training_batches
 from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, JobStart, RunDir, resolve_job_tables
 from segrl.lm.base import SegmentLM
-from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config
+from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, table_lm
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
@@ -81,14 +81,7 @@ def segmenter_lm() -> LMConfig:
     """``segrl lm train``'s model by default: ``slm`` without context (with the LSTM context on text
     without spaces), with a priced lexicon whose logits are learnt directly; its options left unset
     (None) resolve by ``LM_DEFAULTS`` (``resolve_lm_train_config``)."""
-    return LMConfig(
-        context=None,
-        max_segment_length=None,
-        lexicon_size=None,
-        lexicon_cost=LEXICON_COST,
-        lexicon_logits=None,
-        length_penalty=None,
-    )
+    return table_lm(lexicon_cost=LEXICON_COST)
 
 
 @dataclass
