@@ -205,7 +205,7 @@ def replace_start(**changes) -> JobStart:
     return JobStart(**{**START.__dict__, **changes})
 
 
-@pytest.mark.parametrize("job", ["train", "lm train", "units train"])
+@pytest.mark.parametrize("job", ["train", "lm train", "units train", "units train (dcsa)"])
 def test_resolution_is_pure(job):
     """Each job's resolution: the same config and start give the same resolved config, the config
     given is not changed nor shared, a resolved config resolves to itself, and nothing is left
@@ -214,6 +214,7 @@ def test_resolution_is_pure(job):
         "train": (resolve_train_config, build_config(TrainConfig, overrides={"agent": "ppo"})),
         "lm train": (resolve_lm_train_config, LMTrainConfig()),
         "units train": (resolve_units_config, build_units_config("stride")),
+        "units train (dcsa)": (resolve_units_config, build_units_config("dcsa")),
     }[job]
     given = copy.deepcopy(config)
     first, second = resolve(config, START), resolve(config, START)
@@ -223,6 +224,8 @@ def test_resolution_is_pure(job):
     first.data.max_len = 7  # the resolved config shares nothing with the one given
     assert config.data.max_len == given.data.max_len
     assert first.out == START.run_dir and first.data.corpus == START.corpus
+    if job == "units train (dcsa)":  # its sentence-length target, unset: 0, each sentence's
+        assert (config.arch.sparsity_length, first.arch.sparsity_length) == (None, 0)
 
 
 def small_agent(corpus_file, out, **overrides) -> TrainConfig:

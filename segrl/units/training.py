@@ -55,6 +55,7 @@ from segrl.units.config import UnitsConfig, UnitsTrainConfig
 from segrl.units.evaluation import evaluate_unit_model
 from segrl.units.experiment import UNITS_KIND, final_evaluation
 from segrl.units.noise import delete_characters
+from segrl.units.registry import model_class
 from segrl.units.saving import MODEL_FILE, build_model, load_unit_model, save_unit_model
 
 RESUMABLE_CHANGES = frozenset(
@@ -137,7 +138,8 @@ def check_inputs(corpus: Corpus, config: UnitsConfig) -> None:
 def resolve_units_config(config: UnitsConfig, start: JobStart) -> UnitsConfig:
     """``config`` as ``segrl units train`` trains it, every option a value (a copy: ``config`` is
     not changed; a resolved config resolves to itself): the device and threads the job runs with,
-    no model to start from ("" for ``init_from``: random initialisation), and every job's tables
+    no model to start from ("" for ``init_from``: random initialisation), the model's own
+    (``UnitModel.resolve_arch``), and every job's tables
     (``resolve_job_tables``: run folder, corpus and gold set by their names, the run's name: the
     model's)."""
     config = copy.deepcopy(config)
@@ -147,6 +149,7 @@ def resolve_units_config(config: UnitsConfig, start: JobStart) -> UnitsConfig:
         config,
         init_from=config.init_from or "",
         train=replace(train, device=start.device, threads=threads),
+        arch=model_class(config.model).resolve_arch(config.arch),
     )
     return resolve_job_tables(resolved, start, config.model)
 
@@ -225,9 +228,9 @@ def train_unit_model(
     def final(at_step: int) -> dict[str, float]:
         evaluate_valid(at_step)
         metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
-        save_unit_model(folder, model, vocab, config)
+        save_unit_model(folder, model, vocab, config, run.requested)
         with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
-            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config)
+            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config, run.requested)
             log_segmenter_model(saved, config.tracking.register)
         return metrics
 
