@@ -8,8 +8,8 @@ small corpus), keeping the best weights. The best model then segments words by V
 scored with ``segrl.metrics`` like every other segmenter, and registered for ``segrl compare``; its
 ``bits_per_char`` is the marginal one on the test texts (unseen word types, or sentences).
 
-The model has no context by default (``context`` None resolves to ``none``, ``LM_DEFAULTS``; the job
-resolves its config once where it starts, ``resolve_lm_train_config``): trained by marginal likelihood with
+The model has no context by default (``context`` None resolves to ``none``: ``LM_DEFAULTS``, read
+once where the job starts by ``resolve_lm_train_config``): trained by marginal likelihood with
 the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
 while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
 On text without spaces (word discovery) that is what it should do, and there the default context is
