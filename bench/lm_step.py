@@ -55,7 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     corpus = load_corpus(DataConfig(corpus=args.corpus))
-    options = resolve_lm_config(LMConfig(context="none", lexicon_size=None), corpus.kind)
+    unset = LMConfig(context="none", lexicon_size=None, length_penalty=None)  # by LM_DEFAULTS
+    options = resolve_lm_config(unset, corpus.kind)
     words = sorted(corpus.word_counts("train"))
     lexicon = slm_lexicon(options, words)
     torch.manual_seed(0)

@@ -23,6 +23,13 @@ from segrl.errors import ConfigError
 
 C = TypeVar("C")
 
+NO_LIMIT = -1
+"""The value of an option that sets a limit (``max_minutes``, ``data.max_words``,
+``data.max_sentences``, ``gold.max_words``, an LM's ``max_segment_length``) when there is none: what
+such an option left unset (None) resolves to in a job's resolved config. Not 0, which an LM's
+``max_segment_length`` refuses as a length. A budget of work that is not a limit resolves to the
+budget itself (``segrl lm train``'s ``steps``, the LM evaluator's ``pretrain_steps``)."""
+
 CorpusFormat = Literal["auto", "text", "counts", "words"]
 Dampening = Literal["none", "log", "ones"]
 
@@ -33,7 +40,8 @@ class DataConfig:
 
     corpus: str | None = None
     """A UTF-8 text file or folder (``.gz`` files are read too), a word-count list, or
-    ``wordfreq:LANG``; None uses the bundled WikiText-2 slice."""
+    ``wordfreq:LANG``; None uses the bundled WikiText-2 slice (resolved to its name,
+    ``bundled:wikitext2_test.txt.gz``, which reads it too)."""
     corpus_format: CorpusFormat = "auto"
     """``text`` (running text), ``counts`` (``count word`` or ``word<TAB>count`` lines), ``words`` (one
     word per line) or ``auto`` (told apart by the first lines)."""
@@ -43,8 +51,8 @@ class DataConfig:
     """Characters seen fewer than this many times are mapped to one placeholder character (in a
     word list, characters are counted over word tokens: a word seen 40 times counts 40 times)."""
     max_words: int | None = None
-    """A word list keeps only its this many most frequent words; None keeps all (``wordfreq:LANG``
-    keeps its 60,000 most frequent alphabetic words)."""
+    """A word list keeps only its this many most frequent words; None (resolved: ``NO_LIMIT``)
+    keeps all (``wordfreq:LANG`` keeps its 60,000 most frequent alphabetic words)."""
     dampening: Dampening = "log"
     """How a word list's counts weight its words where episodes and the LM's training words are drawn:
     ``none`` (token counts), ``log`` (``round(log2(count + 1))``) or ``ones`` (types)."""
@@ -54,7 +62,8 @@ class DataConfig:
     seed: int = 0
     """Seed of the deterministic train/valid/test split."""
     max_sentences: int | None = None
-    """Keep at most this many sentences (the first ones, before splitting); None keeps all."""
+    """Keep at most this many sentences (the first ones, before splitting); None (resolved:
+    ``NO_LIMIT``) keeps all."""
 
 
 @dataclass
@@ -62,9 +71,12 @@ class GoldConfig:
     """The gold segmentation every segmenter is scored against."""
 
     path: str | None = None
-    """A Morpho Challenge or SIGMORPHON 2022 file; None uses the bundled SIGMORPHON English surface set."""
+    """A Morpho Challenge or SIGMORPHON 2022 file; None uses the bundled SIGMORPHON English surface
+    set (resolved to its name, ``bundled:sigmorphon2022_eng_word_dev_surface.tsv.gz``, which reads
+    it too; to "" where a segmented corpus's spaces are the gold)."""
     max_words: int | None = None
-    """Score on at most this many gold words (a deterministic sample); None scores on all."""
+    """Score on at most this many gold words (a deterministic sample); None (resolved:
+    ``NO_LIMIT``) scores on all."""
 
 
 @dataclass
@@ -76,7 +88,8 @@ class TrackingConfig:
     run_name: str | None = None
     """The MLflow run's name; None: the job's own (the segmenter's name, ``slm``, ...)."""
     register: str | None = None
-    """Also add the trained segmenter to the MLflow model registry under this name (a new version)."""
+    """Also add the trained segmenter to the MLflow model registry under this name (a new version);
+    None (resolved: "") or "": not registered."""
 
 
 @dataclass
@@ -117,6 +130,16 @@ class BaselineConfig:
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+
+def limit(value: int | float | None) -> int | float | None:
+    """The limit an option sets: its value, or None where it sets none (None or ``NO_LIMIT``)."""
+    return None if value is None or value == NO_LIMIT else value
+
+
+def unset_options(cfg: Any) -> list[str]:
+    """The dotted options of ``cfg`` that are None: none in a job's resolved config."""
+    return sorted(key for key, value in flatten_config(cfg).items() if value is None)
 
 
 def choices(cls: type, name: str) -> tuple[str, ...]:

@@ -3,14 +3,24 @@ its run in a run folder, resumes from it, stops on request, shows progress, keep
 steps (and an optional time limit), logs, evaluates and checkpoints at cadences given once, logs into
 one MLflow run, and ends the same way.
 
-A run folder holds ``config.toml`` (the full config), ``checkpoint.pt`` (the last checkpoint: models,
-optimisers, step, data order, every RNG state), ``run.json`` (the MLflow run id, the step, whether the
-run finished, with which budget and metrics) and what the trainer saves at the end. Running the same
-command again with the same ``--out`` folder resumes from the checkpoint and keeps logging to the
-same MLflow run; a folder that holds a finished run is refused (unless the run kept its checkpoint and
-a larger budget is asked for: it continues), as is a checkpoint of another config, and so is a folder
-another process is training into (held with ``segrl.files.lock_folder`` from ``open`` until the job
-ends).
+A job resolves its config once, where it starts: every option left unset (None) is given the value
+the job then knows it has (the corpus by its name, the device, the threads, the run folder, a
+budget; ``NO_LIMIT`` where an option sets no limit), by one pure function per job
+(``resolve_train_config``, ``resolve_lm_train_config``, ``resolve_units_config``) that ``RunDir.open``
+calls with the run folder it chooses (``JobStart`` holds the rest of what the job knows). The job
+trains with the resolved config, and logs it.
+
+A run folder holds ``config.toml`` (the resolved config: every option with its value),
+``requested.toml`` (the config as it was asked for, options left unset listed as such),
+``checkpoint.pt`` (the last checkpoint: models, optimisers, step, data order, every RNG state),
+``run.json`` (the MLflow run id, the step, whether the run finished, with which budget and metrics)
+and what the trainer saves at the end. Running the same command again with the same ``--out``
+folder resumes from the checkpoint and keeps logging to the same MLflow run; a folder that holds a
+finished run is refused (unless the run kept its checkpoint and a larger budget is asked for: it
+continues), as is a checkpoint of another config (the resolved configs are compared: a folder
+written before configs were resolved has its saved config resolved the same way), and so is a
+folder another process is training into (held with ``segrl.files.lock_folder`` from ``open`` until
+the job ends).
 
 A trainer builds its models, then reads::
 
@@ -39,6 +49,7 @@ A trainer builds its models, then reads::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import signal
 import sys
@@ -46,13 +57,24 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import torch
 from tqdm import tqdm
 
 from segrl.checkpoint import load_checkpoint, save_checkpoint
-from segrl.config import flatten_config, load_config, save_config
+from segrl.config import (
+    NO_LIMIT,
+    flatten_config,
+    limit,
+    load_config,
+    save_config,
+    unset_options,
+)
+from segrl.data import Corpus
+from segrl.data.gold import BUNDLED_GOLD_SOURCE
 from segrl.errors import ConfigError, SegrlError, WriteError
 from segrl.files import (
     LOCK_FILE,
@@ -63,6 +85,7 @@ from segrl.files import (
     write_failure,
     write_remedy,
 )
+from segrl.runtime import resolve_device
 from segrl.tracking.runs import (
     active_artifact_folder,
     active_run_id,
@@ -72,8 +95,11 @@ from segrl.tracking.runs import (
     start_run,
 )
 
+C = TypeVar("C")
 RUNS_ROOT = "runs"
 CONFIG_FILE = "config.toml"
+REQUESTED_FILE = "requested.toml"
+"""Beside ``config.toml``: the config as it was asked for (``RunDir.open``)."""
 CHECKPOINT_FILE = "checkpoint.pt"
 RUN_FILE = "run.json"
 
@@ -82,6 +108,76 @@ def outermost_missing(path: Path) -> Path | None:
     """The outermost of ``path`` and its parents that does not exist yet; None if ``path`` does."""
     missing = [p for p in (path, *path.parents) if not p.exists()]
     return missing[-1] if missing else None
+
+
+@dataclass(frozen=True)
+class JobStart:
+    """What a job knows where it starts, besides its config: what the options its config leaves
+    unset resolve from (each job's ``resolve_*_config``; ``RunDir.open`` adds the run folder)."""
+
+    corpus: str
+    """The corpus's source (``Corpus.settings["source"]``; the bundled one: ``bundled:...``)."""
+    corpus_kind: str
+    """``words`` (a word list) or ``text`` (running text)."""
+    spaces_are_gold: bool
+    """A segmented corpus (``segmented:PATH``): its spaces are the gold (word discovery)."""
+    texts: int
+    """Training texts an epoch (the LM's texts, the agent's episodes): budgets in updates."""
+    device: str
+    """Where the job trains (``auto`` resolved: ``cpu``, ``cuda``)."""
+    threads: int
+    """PyTorch's CPU threads where the job starts."""
+    run_dir: str = ""
+    """The run folder (``RunDir.open`` gives it: ``at``)."""
+
+    @classmethod
+    def of(cls, corpus: Corpus, device: str, texts: int) -> JobStart:
+        """What a job on ``corpus`` knows before its run folder: ``device`` resolved (a
+        ``ConfigError`` where it is not there), PyTorch's threads now, ``texts`` an epoch."""
+        return cls(
+            corpus=str(corpus.settings.get("source")),
+            corpus_kind=corpus.kind,
+            spaces_are_gold=corpus.gold_from_spaces,
+            texts=texts,
+            device=str(resolve_device(device)),
+            threads=torch.get_num_threads(),
+        )
+
+    def at(self, run_dir: str | Path) -> JobStart:
+        """This start with the run folder ``run_dir``."""
+        return dataclasses.replace(self, run_dir=str(run_dir))
+
+
+def resolve_job_tables(config: C, start: JobStart, run_name: str) -> C:
+    """``config`` with what every job's config has resolved (a copy; ``config`` is not changed):
+    ``out`` (the run folder), ``data`` (the corpus by its name; ``NO_LIMIT`` for no limit),
+    ``gold`` (the bundled set by its name, ``BUNDLED_GOLD_SOURCE``; "" where the corpus's spaces are
+    the gold; ``NO_LIMIT``) and ``tracking`` (``run_name`` unless one is given; "": not
+    registered)."""
+    data, gold, tracking = config.data, config.gold, config.tracking
+    bundled_gold = "" if start.spaces_are_gold else BUNDLED_GOLD_SOURCE
+    return dataclasses.replace(
+        config,
+        out=config.out or start.run_dir,
+        data=dataclasses.replace(
+            data,
+            corpus=data.corpus or start.corpus,  # "" too names the bundled corpus
+            max_words=_or_no_limit(data.max_words),
+            max_sentences=_or_no_limit(data.max_sentences),
+        ),
+        gold=dataclasses.replace(
+            gold, path=gold.path or bundled_gold, max_words=_or_no_limit(gold.max_words)
+        ),
+        tracking=dataclasses.replace(
+            tracking,
+            run_name=tracking.run_name or run_name,
+            register=tracking.register or "",
+        ),
+    )
+
+
+def _or_no_limit(value: int | None) -> int:
+    return NO_LIMIT if value is None else value
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -98,6 +194,10 @@ class RunDir:
         self.ignore = frozenset(ignore)
         """Dotted config keys that may change between a run and its resumption (budgets, cadences);
         a key ending in ``.`` stands for every key it starts (``"eval."``)."""
+        self.config: Any = None
+        """The config the job trains with: resolved where ``open`` was given a resolver."""
+        self.requested: Any = None
+        """The config as it was asked for, where ``open`` resolved it (else None)."""
 
     # --- finding or creating the folder --------------------------------------------------------------
     @classmethod
@@ -108,16 +208,33 @@ class RunDir:
         default: str | Path,
         ignore: Collection[str] = (),
         steps: int | None = None,
+        resolve: Callable[[Any, Path], Any] | None = None,
     ) -> RunDir:
         """The run folder for ``config``: ``out`` (resumed when it holds an unfinished run of the
         same config, or a finished one that kept its checkpoint and ``steps``, the budget, is now
         larger), else the first of ``default``, ``default-2``, ... that holds an unfinished run
-        with the same config (resumed), or the first free one."""
+        with the same config (resumed), or the first free one.
+
+        ``resolve(config, folder)``: the job's config resolved for a run in ``folder`` (every option
+        a value; pure): the folder's ``config`` then, the one compared with a saved run's (resolved
+        the same way: a folder written before configs were resolved saved options unset) and saved
+        as ``config.toml``, with ``config`` as asked beside it (``REQUESTED_FILE``)."""
+
+        def at(path: Path) -> RunDir:
+            run = cls(path, ignore)
+            run.config = config
+            if resolve is not None:
+                run.config, run.requested = resolve(config, run.path), config
+                unset = unset_options(run.config)
+                if unset:
+                    raise ConfigError(f"the resolved config left {', '.join(unset)} unset (None)")
+            return run
+
         if out:
             check_writable_folder(out, "--out")
-            run = cls(Path(out), ignore)
+            run = at(Path(out))
             if run.has_checkpoint:
-                differences = run.config_differences(config)
+                differences = run.config_differences(run.config, resolve)
                 if differences:
                     raise ConfigError(
                         f"{run.path} holds a run with a different config "
@@ -135,17 +252,17 @@ class RunDir:
                     f"{run.path} is in use: process {holder or '(starting)'} is training into it; "
                     "wait for it to end (then the same command resumes), or give another --out folder"
                 )
-            run.start(config)
+            run.start()
             return run
         base = Path(default)
         check_writable_folder(base, "--out")
         for k in range(1, 10_000):
-            run = cls(base if k == 1 else base.with_name(f"{base.name}-{k}"), ignore)
-            if run.finished or (run.has_checkpoint and run.config_differences(config)):
+            run = at(base if k == 1 else base.with_name(f"{base.name}-{k}"))
+            if run.finished or (run.has_checkpoint and run.config_differences(run.config, resolve)):
                 continue
             if run.hold() is not None:  # another process is training into it
                 continue
-            run.start(config)  # new, stopped before its first checkpoint, or resumed
+            run.start()  # new, stopped before its first checkpoint, or resumed
             return run
         raise ConfigError(f"too many run folders named {base}-*; give --out")
 
@@ -155,19 +272,35 @@ class RunDir:
         self.created = outermost_missing(self.path)
         return lock_folder(self.path)
 
-    def start(self, config: Any) -> None:
-        """Create the folder; a run with no checkpoint yet (re)starts with ``config``."""
+    def start(self) -> None:
+        """Create the folder; a run with no checkpoint yet (re)starts with ``config`` (saved; and
+        ``requested`` beside it, where there is one)."""
         self.path.mkdir(parents=True, exist_ok=True)
         if not self.has_checkpoint:
             (self.path / RUN_FILE).unlink(missing_ok=True)
-            save_config(config, self.path / CONFIG_FILE)
+            save_config(self.config, self.path / CONFIG_FILE)
+            if self.requested is not None:
+                save_config(self.requested, self.path / REQUESTED_FILE)
+
+    @contextlib.contextmanager
+    def preparing(self) -> Iterator[None]:
+        """Around what a job does between ``open`` and its ``Job`` (building the models from the
+        resolved config): where that fails, the folder is let go of and a run that never began
+        undone (``discard_unstarted``), as where its MLflow run cannot start."""
+        try:
+            yield
+        except BaseException:
+            unlock_folder(self.path)
+            self.discard_unstarted()
+            raise
 
     def discard_unstarted(self) -> None:
         """Undo ``start`` for a run that never began (no checkpoint, no MLflow run): its
-        ``config.toml`` and ``run.json`` go, and the folder too where nothing else is left in it."""
+        ``config.toml``, ``requested.toml`` and ``run.json`` go, and the folder too where nothing
+        else is left in it."""
         if self.has_checkpoint:
             return
-        for name in (CONFIG_FILE, RUN_FILE, LOCK_FILE):
+        for name in (CONFIG_FILE, REQUESTED_FILE, RUN_FILE, LOCK_FILE):
             (self.path / name).unlink(missing_ok=True)
         for folder in (self.path, *self.path.parents) if self.created else ():
             with contextlib.suppress(OSError):  # not empty: files of the user's, kept
@@ -202,13 +335,17 @@ class RunDir:
             tmp.write_text(json.dumps(info, indent=1), encoding="utf-8")
             tmp.replace(self.path / RUN_FILE)
 
-    def config_differences(self, config: Any) -> list[str]:
-        """``key: saved -> given`` for every option that differs and matters for resuming."""
+    def config_differences(
+        self, config: Any, resolve: Callable[[Any, Path], Any] | None = None
+    ) -> list[str]:
+        """``key: saved -> given`` for every option that differs and matters for resuming; with
+        ``resolve`` (``open``'s), the saved config is resolved for this folder first."""
         saved_file = self.path / CONFIG_FILE
         if not saved_file.exists():
             return [f"{saved_file} is missing"]
         try:
-            saved = flatten_config(load_config(type(config), saved_file))
+            loaded = load_config(type(config), saved_file)
+            saved = flatten_config(loaded if resolve is None else resolve(loaded, self.path))
         except ConfigError as e:
             return [str(e)]
         given = flatten_config(config)
@@ -309,7 +446,8 @@ class Job:
 
     Args:
         run: the run folder.
-        config: the job's config (logged as parameters on a fresh run).
+        config: the job's config (logged as parameters on a fresh run): the run folder's resolved
+            one (``RunDir.config``), every option a value.
         steps: the work budget (updates).
         save: ``save() -> state``: the trainer's part of a checkpoint (models, optimisers, data
             order); the job adds the step and the training seconds.
@@ -319,8 +457,8 @@ class Job:
         log_every: log the means of the stats of the steps since the last log (``train/...``, or
             ``log_prefix``) every this many steps and at the last one.
         checkpoint_every: checkpoint after every this many steps, at the last one, and on a stop.
-        max_minutes: an optional time limit for this session: the loop ends (checkpointed) when it
-            is reached, and the run ends as it would at its budget.
+        max_minutes: an optional time limit for this session (None or ``NO_LIMIT``: none): the loop
+            ends (checkpointed) when it is reached, and the run ends as it would at its budget.
         on_step: ``on_step(step, stats) -> bool``; True stops as a Ctrl-C does.
         metric_step: MLflow steps per job step (SB3 logs at decisions taken).
         show: keys of the logged means or evaluation metrics shown beside the progress bar.
@@ -410,7 +548,14 @@ class Job:
             )
         try:
             self._stack.enter_context(
-                start_run(self.config, self.experiment, self.run_name, self.tags, resume_id)
+                start_run(
+                    self.config,
+                    self.experiment,
+                    self.run_name,
+                    self.tags,
+                    resume_id,
+                    requested=self.run.requested,
+                )
             )
         except BaseException:  # no MLflow run to train into (an unwritable store): nothing begun
             unlock_folder(self.run.path)
@@ -465,7 +610,7 @@ class Job:
             self._show(self.evaluate(step * self.metric_step))
         if self.stop.is_set() or (self.on_step is not None and self.on_step(step, dict(stats))):
             self.interrupted = self._end = True
-        elif self.max_minutes is not None and self.session_seconds > 60 * self.max_minutes:
+        elif limit(self.max_minutes) is not None and self.session_seconds > 60 * self.max_minutes:
             self._end = True
         if step % self.checkpoint_every == 0 or step == self.steps or self._end:
             self.save()

@@ -242,6 +242,29 @@ def test_lm_segmenter_decodes_by_viterbi_or_by_posterior():
 
 
 def test_an_unset_context_builds_the_model_without_context():
+    from segrl.lm.config import resolve_lm_config
+
     vocab = CharVocab.from_texts(["walked talks"], "?")
-    model = build_lm(LMConfig(context=None, hidden_dim=8, speller_dim=8, char_dim=4), vocab)
+    unset = LMConfig(context=None, hidden_dim=8, speller_dim=8, char_dim=4)
+    model = build_lm(resolve_lm_config(unset, "text"), vocab)  # resolved as a job resolves it
     assert model.config.context == "none"
+
+
+def test_a_model_is_built_from_a_resolved_config_only(tmp_path):
+    """``build_lm`` decides nothing: an option left unset is an error naming it; a model file saved
+    before configs were resolved (options saved as None) loads as its model read them then."""
+    from segrl.checkpoint import load_tensor_file, save_tensor_file
+    from segrl.lm.models import MODEL_FILE
+
+    with pytest.raises(ConfigError, match="context, length_penalty unset"):
+        build_lm(LMConfig(context=None, length_penalty=None), VOCAB)
+    model = build_lm(LMConfig(context="none", hidden_dim=8, speller_dim=8, char_dim=4), VOCAB)
+    assert model.config.max_segment_length == -1 and model.config.length_penalty == 0.0
+    path = save_lm(model, tmp_path / "old")
+    saved = load_tensor_file(path / MODEL_FILE)
+    saved["config"].update(max_segment_length=None, length_penalty=None)  # as saved before
+    save_tensor_file(saved, path / MODEL_FILE)
+    loaded = load_lm(path)
+    assert (loaded.config.max_segment_length, loaded.config.length_penalty) == (-1, 0.0)
+    chars = loaded.encode(["ab ba"])
+    assert torch.equal(loaded.eval().log_marginal(chars), model.eval().log_marginal(chars))

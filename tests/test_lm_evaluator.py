@@ -24,6 +24,7 @@ from segrl.evaluators.registry import LMEvaluatorConfig
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import build_lm
 from segrl.lm.config import LMConfig
+from segrl.lm.models import SAVED_UNSET
 
 # Every stem is followed by one of a few suffixes: split after the stem is the right segmentation.
 STEMS = ["walk", "talk", "jump", "play", "kick", "look"]
@@ -37,7 +38,12 @@ def tiny_config(**changes) -> LMEvaluatorConfig:
         objective="joint", char_dim=16, hidden_dim=32, speller_dim=32, dropout=0.0, lr=1e-2
     )
     values.update(changes)
-    return build_config(LMEvaluatorConfig, overrides=values)  # the LM's options by their old names
+    # the LM's options by their old names
+    config = build_config(LMEvaluatorConfig, overrides=values)
+    # the LM's options left unset, as build_lm read them before it took resolved configs only
+    arch = config.arch
+    unset = {k: v for k, v in SAVED_UNSET.items() if getattr(arch, k) is None}
+    return replace(config, arch=replace(arch, **unset))
 
 
 def right_decisions(batch):

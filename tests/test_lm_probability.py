@@ -17,7 +17,7 @@ import math
 import pytest
 import torch
 
-from segrl.config import validate_config
+from segrl.config import NO_LIMIT, validate_config
 from segrl.data.vocab import CharVocab
 from segrl.lm import LMConfig, SegmentedBatch, build_lm
 from segrl.lm.lexicon import DirectLexicon
@@ -49,7 +49,7 @@ def tiny(
         embedding_dim=6,
         hidden_dim=6,
         speller_dim=6,
-        max_segment_length=max_segment_length,
+        max_segment_length=NO_LIMIT if max_segment_length is None else max_segment_length,
         dropout=0.0,
     )
     lm = build_lm(config, VOCAB, lexicon).eval()
@@ -563,7 +563,7 @@ def _categorised_lm(max_segment_length=None, seed=0):
         char_dim=6,
         hidden_dim=6,
         speller_dim=6,
-        max_segment_length=max_segment_length,
+        max_segment_length=NO_LIMIT if max_segment_length is None else max_segment_length,
         dropout=0.0,
         categories="prefix-stem-suffix",
     )

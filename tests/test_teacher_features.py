@@ -159,6 +159,8 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
     train`` and the reinforce agent reads its log-odds; on running text, and for agents that cannot
     read it, no lexicon."""
     from segrl.agents.task import build_task
+    from segrl.agents.trainer import resolve_train_config, train_start
+    from segrl.data import load_corpus
     from segrl.lm.config import LEXICON_COST
     from segrl.lm.lexicon import DirectLexicon
 
@@ -175,7 +177,8 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
             values["gold.path"] = str(gold)
         config = build_config(TrainConfig, overrides={**values, **overrides})
         validate_config(config)
-        return build_task(config)
+        loaded = load_corpus(config.data)  # the task of the config as the job resolves it
+        return build_task(resolve_train_config(config, train_start(config, loaded)), loaded)
 
     on_words = task(counts)
     assert on_words.setup.config.teacher_features is True

@@ -1,5 +1,6 @@
 """``segrl train``'s config: the agent, its segmenter policy, the environment, the evaluator, the data,
-and how the run is logged and checkpointed. Every field has a default that works."""
+and how the run is logged and checkpointed. Every field has a default that works; the options left
+unset (None) are decided where the job starts, once (``segrl.agents.trainer.resolve_train_config``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from segrl.agents.policies import PolicyConfig
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, check_threads
+from segrl.config import NO_LIMIT, DataConfig, GoldConfig, TrackingConfig, check_threads
 from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
 from segrl.evaluators.registry import LM_PER_ACTION_REWARDS, LM_SEQUENCE_REWARDS, EvaluatorConfig
@@ -20,7 +21,8 @@ to its job (the registry imports the jobs, which import this config, so the name
 PerActionGradient = Literal["sampled", "expected", "forward-kl"]
 
 DEFAULT_ENTROPY = {"per-action": 2.0, "sequence": 0.05}
-"""Entropy bonus per reward mode when ``ReinforceConfig.entropy_coef`` is None (see there)."""
+"""Entropy bonus per reward mode when ``ReinforceConfig.entropy_coef`` is None (see there): what
+``segrl train`` resolves it to where it starts (``segrl.agents.trainer.resolve_train_config``)."""
 
 
 @dataclass
@@ -62,8 +64,8 @@ class ReinforceConfig:
     ``expected`` have the same expected gradient; ``expected`` has no sampling noise, and a
     decision the policy rarely samples (a split in a long, rare word) still gets its reward every
     step. ``forward-kl`` has the same optimum, but its gradient on a logit, ``pi - pi*``, does not
-    vanish where the policy is confident (``segrl.agents.reinforce``). None:
-    ``TrainConfig.per_action_gradient``, ``forward-kl`` for the LM evaluator's ``posterior``
+    vanish where the policy is confident (``segrl.agents.reinforce``). None (resolved where the
+    job starts): ``TrainConfig.per_action_gradient``, ``forward-kl`` for the LM evaluator's ``posterior``
     reward (higher boundary F1 than ``sampled`` in English, Hungarian, Spanish and on the bundled
     corpus, the same in Czech; three seeds, docs/results.md), ``sampled`` otherwise."""
 
@@ -124,11 +126,12 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     gamma: float | None = None
-    """SB3 only: discount. None: 0 with per-action rewards (each reward belongs to the decision that
+    """SB3 only: discount. None (resolved where the job starts): 0 with per-action rewards (each reward belongs to the decision that
     earned it, and decisions do not see each other), 1 with sequence rewards (one score at the end)."""
     gae_lambda: float = 0.95
     normalize_advantages: bool | None = None
-    """Standardise advantages over each (mini)batch. None: only with sequence rewards (per-action
+    """Standardise advantages over each (mini)batch. None (resolved where the job starts): only
+    with sequence rewards (per-action
     rewards are +-1 already; standardising them would scale the policy term against the entropy
     bonus as the error rate falls)."""
 
@@ -183,14 +186,14 @@ class TrainConfig:
     out: str | None = None
     """The run folder (config, checkpoint, final segmenter). Run again with the same folder to resume
     an interrupted run. None: ``runs/<name>``, the first such folder whose unfinished run has the
-    same config, else a new one."""
+    same config, else a new one (resolved to the folder chosen)."""
     seed: int = 0
     """Seed of the policy's initialisation, sampling, and sentence order."""
     device: str = "auto"
     """Where the policy and the LM run: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
     ``cuda:N``."""
     threads: int | None = None
-    """PyTorch CPU threads (None: PyTorch's default)."""
+    """PyTorch CPU threads (None: PyTorch's default, resolved to its count where the job starts)."""
     gold_heldout_fraction: float = 0.1
     """Gold evaluator: the fraction of gold words kept out of the rewards and scored at the end."""
     eval_every: int = 250
@@ -201,7 +204,8 @@ class TrainConfig:
     """Steps between checkpoints of the run folder (a resumed run starts from the last one)."""
     log_every: int = 10
     max_minutes: float | None = None
-    """Stop training after this many minutes (checkpointed and evaluated as at the last step)."""
+    """Stop training after this many minutes (checkpointed and evaluated as at the last step); None
+    (resolved: ``NO_LIMIT``, -1): no time limit."""
 
     OLD_NAMES: ClassVar[dict[str, str]] = {"segmenter": "policy"}
     """Options under their old names, read as the new ones (``build_config``): config files and run
@@ -231,7 +235,7 @@ class TrainConfig:
             )
         if not 0.0 < self.gold_heldout_fraction < 1.0:
             raise ConfigError(f"{prefix}gold_heldout_fraction must be between 0 and 1")
-        if self.max_minutes is not None and self.max_minutes <= 0:
+        if self.max_minutes not in (None, NO_LIMIT) and self.max_minutes <= 0:
             raise ConfigError(f"{prefix}max_minutes must be positive")
         check_threads(self.threads)
 
@@ -311,6 +315,7 @@ class TrainConfig:
 
 RESUMABLE_CHANGES = frozenset(
     {
+        "evaluator.cache_dir",
         "reinforce.steps",
         "ppo.steps",
         "eval_every",
@@ -326,3 +331,13 @@ RESUMABLE_CHANGES = frozenset(
     }
 )
 """Options that may differ when a run is resumed (they do not change what was trained so far)."""
+
+
+def can_read_teacher(config: TrainConfig) -> bool:
+    """Whether the agent's policy can read its evaluator's log-odds (``env.teacher_features``):
+    REINFORCE, split/no-split decisions, not turned off."""
+    return (
+        config.agent == "reinforce"
+        and config.env.rules == "binary"
+        and config.env.teacher_features is not False
+    )

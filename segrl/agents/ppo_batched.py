@@ -253,7 +253,11 @@ def train_ppo_batched(
     """The ``segrl train --agent ppo-batched`` job: REINFORCE's job (run folder, checkpoints and
     resumption, MLflow logging, evaluation, registration) with the batched PPO as the learner."""
 
-    def make_learner(policy: SegmenterPolicy, device: torch.device) -> BatchedPPO:
-        return BatchedPPO(policy, config.ppo, config.env.reward, device)
+    return train_sentence_agent(config, make_batched_ppo, corpus, gold, on_step)
 
-    return train_sentence_agent(config, make_learner, corpus, gold, on_step)
+
+def make_batched_ppo(
+    config: TrainConfig, policy: SegmenterPolicy, device: torch.device
+) -> BatchedPPO:
+    """The batched PPO learner of ``policy`` as the resolved ``config`` says."""
+    return BatchedPPO(policy, config.ppo, config.env.reward, device)

@@ -228,9 +228,11 @@ def train_reinforce(
     Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
     """
 
-    def make_learner(policy: SegmenterPolicy, device: torch.device) -> Reinforce:
-        return Reinforce(
-            policy, config.reinforce, config.env.reward, device, config.per_action_gradient()
-        )
+    return train_sentence_agent(config, make_reinforce, corpus, gold, on_step)
 
-    return train_sentence_agent(config, make_learner, corpus, gold, on_step)
+
+def make_reinforce(config: TrainConfig, policy: SegmenterPolicy, device: torch.device) -> Reinforce:
+    """The REINFORCE learner of ``policy`` as the resolved ``config`` says."""
+    return Reinforce(
+        policy, config.reinforce, config.env.reward, device, config.per_action_gradient()
+    )

@@ -10,6 +10,9 @@ texts, the references its agreement is measured against, and the gold words it i
 
 Agreement with Morfessor is always measured (a common yardstick, and the collapse diagnostic of
 LM-rewarded runs); with the gold evaluator, agreement with the gold analyses too.
+
+The task is built from a resolved config (``segrl.agents.trainer.resolve_train_config``): the LM
+evaluator's model, whether the policy reads its teacher and the rest are decided there, once.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from segrl.evaluators import (
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.evaluators.morfessor import MorfessorEvaluator
 from segrl.evaluators.registry import LMEvaluatorConfig
-from segrl.lm.config import word_discovery_lm
+from segrl.lm.config import LM_DEFAULTS
 
 
 @dataclass
@@ -69,7 +72,8 @@ class TrainingTask:
 def build_task(
     config: TrainConfig, corpus: Corpus | None = None, gold: list[GoldWord] | None = None
 ) -> TrainingTask:
-    """Load (or take) the corpus and gold set and build the task ``config`` describes."""
+    """Load (or take) the corpus and gold set and build the task that ``config``, resolved
+    (``segrl.agents.trainer.resolve_train_config``), describes."""
     corpus = corpus or load_corpus(config.data)
     if config.evaluator.name == "gold":
         everything = gold if gold is not None else load_gold(config.gold.path)
@@ -95,17 +99,7 @@ def build_task(
                 gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
             )
             check_gold_fits(final_gold, corpus, config.gold.path)
-        evaluator_config = config.evaluator
-        if evaluator_config.name == "lm" and config.env.hide_spaces:
-            evaluator_config = replace(
-                evaluator_config, lm=hidden_spaces_lm_options(evaluator_config.lm)
-            )
-        if evaluator_config.name == "lm" and not can_read_teacher(config):
-            lm = evaluator_config.lm  # a lexicon's teacher only for a student that reads it
-            size = 0 if lm.arch.lexicon_size is None else lm.arch.lexicon_size
-            arch = replace(lm.arch, lexicon_size=size)
-            evaluator_config = replace(evaluator_config, lm=replace(lm, arch=arch))
-        evaluator = build_evaluator(evaluator_config, corpus, final_gold)
+        evaluator = build_evaluator(config.evaluator, corpus, final_gold)
         episodes = corpus.train
         references = {}
         periodic_heldout, final_heldout = corpus.valid, corpus.test
@@ -122,7 +116,7 @@ def build_task(
         evaluator=evaluator,
         reward=config.env.reward,
         rules=config.env.rules,
-        teacher_features=reads_teacher(config, evaluator),
+        teacher_features=bool(config.env.teacher_features),
     )
     sample = random.Random(config.seed).sample(
         final_gold, min(config.eval_gold_words, len(final_gold))
@@ -154,40 +148,22 @@ def check_word_discovery(config: TrainConfig) -> None:
 
 
 def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
-    """The LM evaluator's options with spaces hidden: ``WORD_MAX_SEGMENT_LENGTH`` unless a maximum
-    segment length is given (its dynamic programs would otherwise span whole sentences), and
-    ``WORD_DISCOVERY_CONTEXT`` unless a context is given: conditioned on the characters before each
-    segment, the LM is the better teacher of words, as it is the better segmenter in ``segrl lm
-    train`` (docs/studies/2026-11-26-word-discovery.md): ``word_discovery_lm``, with the
-    evaluator's own length penalty kept."""
-    arch = replace(word_discovery_lm(lm.arch), length_penalty=lm.arch.length_penalty)
+    """The LM evaluator's options with spaces hidden, for a caller that builds an evaluator from
+    Python (``segrl train`` resolves them with the rest, ``resolve_train_config``): the context
+    and maximum segment length of ``LM_DEFAULTS``' row for the evaluator on text without spaces
+    unless given (``WORD_DISCOVERY_CONTEXT``: conditioned on the characters before each segment,
+    the LM is the better teacher of words; ``WORD_MAX_SEGMENT_LENGTH``: its dynamic programs would
+    otherwise span whole sentences), the rest left as they are."""
+    row = LM_DEFAULTS["evaluator", "unspaced"]
+    arch = lm.arch
+    arch = replace(
+        arch,
+        context=row.context if arch.context is None else arch.context,
+        max_segment_length=(
+            row.max_segment_length if arch.max_segment_length is None else arch.max_segment_length
+        ),
+    )
     return replace(lm, arch=arch)
-
-
-def can_read_teacher(config: TrainConfig) -> bool:
-    """Whether the agent's policy can read its evaluator's log-odds (``env.teacher_features``):
-    REINFORCE, split/no-split decisions, not turned off."""
-    return (
-        config.agent == "reinforce"
-        and config.env.rules == "binary"
-        and config.env.teacher_features is not False
-    )
-
-
-def reads_teacher(config: TrainConfig, evaluator: Evaluator) -> bool:
-    """``env.teacher_features``, or where unset (None), whether the policy reads its teacher by
-    default: where it can and the LM evaluator has a lexicon (on a word list, by default). A
-    lexicon's teacher is confident and decides by whole words: a student that reads only the
-    characters collapsed to no splits or fell 0.03-0.38 below it, one that reads its log-odds
-    matches it (docs/studies/2026-11-26-teacher.md)."""
-    if config.env.teacher_features is not None:
-        return config.env.teacher_features
-    lm = getattr(evaluator, "lm", None)
-    return (
-        can_read_teacher(config)
-        and evaluator.teacher is not None
-        and getattr(lm, "lexicon", None) is not None
-    )
 
 
 def split_gold(

@@ -16,8 +16,11 @@ Reading guide (``segrl train --agent reinforce``, from the command to the update
   which asks the task's evaluator (``segrl.evaluators``: ``score`` per sentence, ``action_rewards``
   per decision) for the whole batch at once (``segrl.envs.episodes``); the evaluator is built from
   the config by ``build_task`` (``segrl.agents.task``).
-- Before the loop: ``prepare_job`` (config checked, inputs read, run folder, seeds) and, on a fresh
-  run, ``start_fresh`` (the evaluator pre-trained, the step-0 evaluation); after it, ``finish``.
+- Before the loop: ``prepare_job`` (config checked, inputs read, run folder, the config resolved
+  there once, ``resolve_train_config``, seeds) and, on a fresh run, ``start_fresh`` (the evaluator
+  pre-trained, the step-0 evaluation); after it, ``finish``. Everything after ``prepare_job`` reads
+  the resolved config (``RunDir.config``): every option a value, as MLflow and ``config.toml``
+  show it.
 
 Inputs are read and checked, and the run folder chosen, before an MLflow run starts, so bad input
 leaves nothing behind. A run resumes from its folder's checkpoint (see ``segrl.jobs``); the
@@ -26,23 +29,27 @@ first Ctrl-C stops at the next step boundary with a checkpoint.
 
 from __future__ import annotations
 
+import copy
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig
+from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig, can_read_teacher
 from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
-from segrl.config import validate_config
-from segrl.data import Corpus, GoldWord
+from segrl.config import NO_LIMIT, validate_config
+from segrl.data import Corpus, GoldWord, load_corpus
+from segrl.envs.setup import has_decision
 from segrl.envs.vector import VectorSentenceSegmentEnv
-from segrl.jobs import RUNS_ROOT, Job, RunDir
+from segrl.jobs import RUNS_ROOT, Job, JobStart, RunDir, resolve_job_tables
+from segrl.lm.config import resolve_lm_config
 from segrl.metrics import (
     BOUNDARY_F1,
     WORD_F1,
@@ -99,7 +106,7 @@ class SentenceLearner(Protocol):
 
 def train_sentence_agent(
     config: TrainConfig,
-    make_learner: Callable[[SegmenterPolicy, torch.device], SentenceLearner],
+    make_learner: Callable[[TrainConfig, SegmenterPolicy, torch.device], SentenceLearner],
     corpus: Corpus | None = None,
     gold: list[GoldWord] | None = None,
     on_step: Callable[[int, dict[str, float]], bool] | None = None,
@@ -107,9 +114,11 @@ def train_sentence_agent(
     """Train a segmenter policy with a learner that takes a batch of whole sentences per step
     (``SentenceSegment``): REINFORCE, the batched PPO.
 
-    ``make_learner(policy, device)`` gives the ``SentenceLearner`` that trains ``policy``.
+    ``make_learner(config, policy, device)`` gives the ``SentenceLearner`` that trains ``policy``
+    as the resolved ``config`` says.
     """
     device, task, run = prepare_job(config, corpus, gold)
+    config = run.config  # resolved: every option a value
     setup = task.setup
     policy = SegmenterPolicy(
         setup.vocab_size,
@@ -119,7 +128,7 @@ def train_sentence_agent(
         separator_id(task.corpus.vocab),
         reads_teacher=bool(setup.config.teacher_features),
     )
-    learner = make_learner(policy.to(device), device)
+    learner = make_learner(config, policy.to(device), device)
     env = VectorSentenceSegmentEnv(learner.sentences_per_step, seed=config.seed, setup=setup)
     observation = env.reset()
     segmenter = AgentSegmenter(
@@ -142,7 +151,7 @@ def train_sentence_agent(
     job = agent_job(config, run, learner.steps, save, restore, segmenter, task, on_step)
     with job:
         if job.resumed_from is None:
-            start_fresh(segmenter, task, config)
+            start_fresh(segmenter, task, config, segmenter_name(run))
         for step in job.loop():
             observation, stats, batch = learner.step(env, observation)  # the update
             stats.update({f"evaluator/{k}": v for k, v in task.evaluator.update(batch).items()})
@@ -155,21 +164,114 @@ def prepare_job(
     config: TrainConfig, corpus: Corpus | None, gold: list[GoldWord] | None
 ) -> tuple[torch.device, TrainingTask, RunDir]:
     """What every agent's job does before it builds its model: check the config and the tracking
-    store, read and check the inputs, open the run folder, set the threads, seed everything."""
+    store, read the corpus, open the run folder (where the config is resolved: ``run.config``),
+    read and check the rest of the inputs and build the task from the resolved config, set the
+    threads, seed everything."""
     validate_config(config)
     ensure_reachable()
-    device = resolve_device(config.device)
-    task = build_task(config, corpus, gold)
-    run = open_run(config)
-    set_threads(config.threads)
-    seed_everything(config.seed)
-    return device, task, run
+    corpus = corpus or load_corpus(config.data)
+    run = open_run(config, corpus)
+    with run.preparing():  # a bad input here leaves no run folder behind
+        validate_config(run.config)
+        task = build_task(run.config, corpus, gold)
+    set_threads(run.config.threads)
+    seed_everything(run.config.seed)
+    return resolve_device(run.config.device), task, run
 
 
-def open_run(config: TrainConfig) -> RunDir:
-    """The run folder of an agent's training job (``--out``, else ``runs/<name>``)."""
+def open_run(config: TrainConfig, corpus: Corpus) -> RunDir:
+    """The run folder of an agent's training job on ``corpus`` (``--out``, else ``runs/<name>``),
+    and its config resolved there (``run.config``, ``resolve_train_config``)."""
     default = Path(RUNS_ROOT) / (config.tracking.run_name or config.name)
-    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES, config.steps)
+    start = train_start(config, corpus)
+
+    def resolve(given: TrainConfig, folder: Path) -> TrainConfig:
+        return resolve_train_config(given, start.at(folder))
+
+    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES, config.steps, resolve)
+
+
+def train_start(config: TrainConfig, corpus: Corpus) -> JobStart:
+    """What ``segrl train`` knows where it starts on ``corpus`` (``resolve_train_config``'s
+    ``start``, before its run folder): its episodes are the training sentences that leave a
+    decision."""
+    episodes = sum(has_decision(s, config.env.hide_spaces) for s in corpus.train)
+    return JobStart.of(corpus, config.device, episodes)
+
+
+def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
+    """``config`` as ``segrl train`` trains it, every option a value (a copy: ``config`` is not
+    changed; a resolved config resolves to itself). What it leaves unset (None) becomes:
+
+    - the LM evaluator's model (``evaluator.lm.arch``): its row of ``segrl.lm.config.LM_DEFAULTS``
+      for the text it reads (``unspaced`` with hidden spaces, else the corpus's kind), with a
+      lexicon only for a student that reads its teacher (``can_read_teacher``); its reward variant
+      (``reward``): the reward mode's first; ``pretrain_steps``: all of ``pretrain_epochs`` over the
+      ``start.texts`` episodes; ``cache_dir``: Morfessor's cache in use;
+    - whether the policy reads its teacher (``env.teacher_features``): where it can and the LM
+      evaluator's ``slm`` has a lexicon (on a word list, by default). A lexicon's teacher is
+      confident and decides by whole words: a student that reads only the characters collapsed to
+      no splits or fell 0.03-0.38 below it, one that reads its log-odds matches it
+      (docs/studies/2026-11-26-teacher.md);
+    - REINFORCE's entropy bonus and per-action gradient (``ReinforceConfig``), PPO's entropy bonus,
+      discount and advantage standardisation (``PPOConfig``), for the reward mode;
+    - the device and threads the job runs with, no time limit (``NO_LIMIT``), and the tables of
+      every job (``segrl.jobs.resolve_job_tables``: the run folder, the corpus and gold set by
+      their names, the run's name: ``name``).
+    """
+    from segrl.baselines.morfessor import default_cache_dir  # Morfessor's package, only here
+
+    config = copy.deepcopy(config)
+    mode = config.env.reward
+    lm = config.evaluator.lm
+    arch = lm.arch
+    if arch.lexicon_size is None and not can_read_teacher(config):
+        arch = replace(arch, lexicon_size=0)  # a lexicon's teacher only for a student that reads it
+    arch = resolve_lm_config(
+        arch, "unspaced" if config.env.hide_spaces else start.corpus_kind, "evaluator"
+    )
+    pretrain_steps = lm.pretrain_steps
+    if pretrain_steps is None:
+        pretrain_steps = lm.pretrain_epochs * math.ceil(start.texts / lm.batch_size)
+    lm = replace(lm, arch=arch, reward=lm.variant(mode), pretrain_steps=pretrain_steps)
+    cache_dir = config.evaluator.cache_dir
+    evaluator = replace(
+        config.evaluator,
+        lm=lm,
+        cache_dir=str(default_cache_dir()) if cache_dir is None else cache_dir,
+    )
+    teacher = config.env.teacher_features
+    if teacher is None:
+        lexicon = arch.model == "slm" and arch.lexicon_size > 0
+        teacher = can_read_teacher(config) and evaluator.name == "lm" and lexicon
+    resolved = replace(
+        config,
+        env=replace(config.env, teacher_features=teacher),
+        evaluator=evaluator,
+        reinforce=replace(
+            config.reinforce,
+            entropy_coef=config.reinforce.entropy(mode),
+            per_action_gradient=config.per_action_gradient(),
+        ),
+        ppo=replace(
+            config.ppo,
+            ent_coef=config.ppo.entropy(mode),
+            gamma=config.ppo.discount(mode),
+            normalize_advantages=config.ppo.normalize(mode),
+        ),
+        device=start.device,
+        threads=start.threads if config.threads is None else config.threads,
+        max_minutes=float(NO_LIMIT) if config.max_minutes is None else config.max_minutes,
+    )
+    return resolve_job_tables(resolved, start, config.name)
+
+
+def segmenter_name(run: RunDir) -> str:
+    """The name of the segmenter an agent's run trains (``TrainConfig.name``, in ``segrl compare``):
+    of the config as asked (``run.requested``), where an option left to its default names nothing
+    (the resolved config says ``env.teacher_features`` where the policy reads its teacher by
+    default)."""
+    return run.requested.name
 
 
 def agent_job(
@@ -183,15 +285,15 @@ def agent_job(
     on_step: Callable[[int, dict[str, float]], bool] | None,
     metric_step: int = 1,
 ) -> Job:
-    """The ``segrl.jobs.Job`` of an agent's training, whatever the agent: the config's cadences,
-    the periodic evaluation (``evaluate_and_log``), MLflow's experiment, run name (the segmenter's
-    name, ``config.name``, unless ``--run-name``) and tags."""
+    """The ``segrl.jobs.Job`` of an agent's training, whatever the agent: the (resolved) config's
+    cadences, the periodic evaluation (``evaluate_and_log``), MLflow's experiment, run name (the
+    segmenter's name, ``segmenter_name``, unless ``--run-name``) and tags."""
     return Job(
         run,
         config,
         steps=steps,
         experiment=config.tracking.experiment,
-        run_name=config.tracking.run_name or config.name,
+        run_name=config.tracking.run_name,
         save=save,
         restore=restore,
         evaluate=lambda step: evaluate_and_log(segmenter, task, step),
@@ -203,11 +305,13 @@ def agent_job(
         on_step=on_step,
         metric_step=metric_step,
         show=("reward", "morfessor_boundary_f1"),
-        desc=config.name,
+        desc=segmenter_name(run),
     )
 
 
-def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConfig) -> None:
+def start_fresh(
+    segmenter: AgentSegmenter, task: TrainingTask, config: TrainConfig, name: str
+) -> None:
     """What a fresh run (not a resumed one) does before its first step, whatever the agent: log the
     corpus settings, pre-train the evaluator on the untrained policy's segmentations (the LM
     evaluator; nothing for the others), evaluate at step 0."""
@@ -216,7 +320,7 @@ def start_fresh(segmenter: AgentSegmenter, task: TrainingTask, config: TrainConf
     pretrained = pretrain_evaluator(task, segmenter, config.seed)
     if pretrained:
         seconds = time.perf_counter() - started
-        print(f"[{config.name}] evaluator pre-trained ({seconds:.0f}s)", flush=True)
+        print(f"[{name}] evaluator pre-trained ({seconds:.0f}s)", flush=True)
     log_metrics({f"pretrain/{k}": v for k, v in pretrained.items()}, step=0)
     evaluate_and_log(segmenter, task, step=0)
 
@@ -249,6 +353,7 @@ def finish(
     """The final evaluation (test text, whole gold set), the segmenter saved and registered: what
     an agent's job does at its end (``Job.finish``)."""
     train_seconds = job.train_seconds
+    name = segmenter_name(run)
     utterances = task.final_text if task.corpus.gold_from_spaces else None
     metrics, samples = evaluate_agent(
         segmenter,
@@ -261,7 +366,7 @@ def finish(
     )
     metrics["train_seconds"] = train_seconds
     metrics["train_steps"] = float(step)
-    log_segmenter(config.name, AGENT_KIND, metrics, samples)
+    log_segmenter(name, AGENT_KIND, metrics, samples)
     saved = segmenter.save(run.path / SEGMENTER_DIR)
     log_segmenter_model(saved, config.tracking.register)
     summary = ", ".join(
@@ -269,15 +374,16 @@ def finish(
         for key in (WORD_F1, BOUNDARY_F1, *(f"{name}_boundary_f1" for name in task.references))
         if key in metrics
     )
-    print(f"[{config.name}] step {step}: {summary} ({train_seconds:.0f}s)", flush=True)
-    log_teacher_segmentations(task, config)
+    print(f"[{name}] step {step}: {summary} ({train_seconds:.0f}s)", flush=True)
+    log_teacher_segmentations(task, config, name)
     return metrics
 
 
-def log_teacher_segmentations(task: TrainingTask, config: TrainConfig) -> None:
+def log_teacher_segmentations(task: TrainingTask, config: TrainConfig, name: str) -> None:
     """Where the evaluator is a co-trained ``slm``, its own segmentations of the gold words
     (Viterbi, and posterior decoding: a split where p(boundary) > 0.5) as segmenters of their own,
-    child runs of the agent's, so that ``segrl compare`` shows the student beside its teacher."""
+    child runs of the agent ``name``'s, so that ``segrl compare`` shows the student beside its
+    teacher."""
     from segrl.lm.segmenter import LM_KIND, LMSegmenter
     from segrl.lm.slm import SLM
 
@@ -287,9 +393,9 @@ def log_teacher_segmentations(task: TrainingTask, config: TrainConfig) -> None:
         return
     found = []
     for decoding in ("viterbi", "posterior"):
-        name = f"{config.name}/lm-{decoding}"
+        child = f"{name}/lm-{decoding}"
         segmenter = LMSegmenter(lm, decoding=decoding)
-        with start_run(config, config.tracking.experiment, name, nested=True):
+        with start_run(config, config.tracking.experiment, child, nested=True):
             log_data(task.corpus, config.gold.path, task.gold)
             if discovery:
                 metrics = evaluate_word_discovery(segmenter.segment_words, task.final_text)
@@ -300,7 +406,7 @@ def log_teacher_segmentations(task: TrainingTask, config: TrainConfig) -> None:
                 )
                 texts = task.final_text[:25]
             samples = "\n".join(render(segmenter.segment_sentence(s)) for s in texts)
-            log_segmenter(name, LM_KIND, metrics, samples + "\n")
+            log_segmenter(child, LM_KIND, metrics, samples + "\n")
         headline = WORD_F1 if discovery else BOUNDARY_F1
         found.append(f"{decoding} {metrics[headline]:.3f}")
-    print(f"[{config.name}] its LM's own {headline}: {', '.join(found)}", flush=True)
+    print(f"[{name}] its LM's own {headline}: {', '.join(found)}", flush=True)

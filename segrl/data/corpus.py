@@ -17,12 +17,12 @@ import warnings
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
-from segrl.config import CorpusFormat, DataConfig, validate_config
+from segrl.config import CorpusFormat, DataConfig, limit, validate_config
 from segrl.data.segmented import (
     BUNDLED_UTTERANCES,
     SEGMENTED_PREFIX,
@@ -49,6 +49,8 @@ PLACEHOLDER = "\ufffd"
 MAX_LINE_CHARS = 1_000_000
 """A line longer than this is not text split into lines; the loader refuses it."""
 BUNDLED_CORPUS = "wikitext2_test.txt.gz"
+BUNDLED_SOURCE = f"bundled:{BUNDLED_CORPUS}"
+"""The bundled corpus's name: its ``source``, and what an unset ``data.corpus`` resolves to."""
 HF_PREFIX = "hf:"
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
@@ -187,8 +189,12 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
     settings = NormalizationSettings(
         lowercase=config.lowercase, min_char_count=config.min_char_count, max_len=config.max_len
     )
-    corpus = config.corpus or None  # "" (as MLproject parameters give it) means the bundled corpus
-    source = corpus or f"bundled:{BUNDLED_CORPUS}"
+    # "" (as MLproject parameters give it) and the bundled corpus's name mean the bundled corpus
+    corpus = None if config.corpus in ("", BUNDLED_SOURCE) else config.corpus
+    source = corpus or BUNDLED_SOURCE
+    config = replace(  # NO_LIMIT: as None, no limit
+        config, max_sentences=limit(config.max_sentences), max_words=limit(config.max_words)
+    )
     form = corpus_format(corpus, config.corpus_format)
     dampen(1, config.dampening)  # an unknown dampening is refused before anything is read
     if form == "segmented" and segmented_location(corpus) != BUNDLED_UTTERANCES:
@@ -559,10 +565,9 @@ def _source_lines(corpus: str | None) -> Iterator[tuple[str, int, str]]:
 
 
 def _bundled_lines() -> Iterator[tuple[str, int, str]]:
-    name = f"bundled:{BUNDLED_CORPUS}"
     data = resources.files("segrl.data").joinpath("bundled", BUNDLED_CORPUS).read_bytes()
     for number, raw in enumerate(gzip.decompress(data).splitlines(), start=1):
-        yield name, number, raw.decode("utf-8")
+        yield BUNDLED_SOURCE, number, raw.decode("utf-8")
 
 
 def _hf_lines(name: str) -> Iterator[tuple[str, int, str]]:

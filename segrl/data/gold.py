@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from segrl.config import limit
 from segrl.data.corpus import Corpus, read_lines
 from segrl.data.languages import check_gold_language
 from segrl.data.synthetic import is_synthetic, synthetic_gold_entries
 from segrl.errors import ConfigError, DataError
 
 BUNDLED_GOLD = "sigmorphon2022_eng_word_dev_surface.tsv.gz"
+BUNDLED_GOLD_SOURCE = f"bundled:{BUNDLED_GOLD}"
+"""The bundled gold set's name: what an unset ``gold.path`` resolves to (and reads)."""
 _CATEGORY = re.compile(r"^[01]{3}$")
 
 
@@ -49,12 +52,11 @@ def read_gold(path: str | Path, lowercase: bool = True) -> list[GoldWord]:
 def bundled_gold(lowercase: bool = True) -> list[GoldWord]:
     """The bundled gold set: SIGMORPHON 2022 English word dev, surface rows (CC BY-SA 3.0)."""
     data = resources.files("segrl.data").joinpath("bundled", BUNDLED_GOLD).read_bytes()
-    name = f"bundled:{BUNDLED_GOLD}"
     lines = [
-        (name, n, raw.decode("utf-8"))
+        (BUNDLED_GOLD_SOURCE, n, raw.decode("utf-8"))
         for n, raw in enumerate(gzip.decompress(data).splitlines(), start=1)
     ]
-    return _parse(lines, name, lowercase)
+    return _parse(lines, BUNDLED_GOLD_SOURCE, lowercase)
 
 
 def gold_fingerprint(gold: Sequence[GoldWord]) -> str:
@@ -66,8 +68,10 @@ def gold_fingerprint(gold: Sequence[GoldWord]) -> str:
 
 
 def load_gold(path: str | Path | None = None, max_words: int | None = None) -> list[GoldWord]:
-    """The gold set at ``path`` (the bundled one when None), optionally a deterministic sample."""
-    gold = read_gold(path) if path else bundled_gold()
+    """The gold set at ``path`` (the bundled one when None, "" or ``BUNDLED_GOLD_SOURCE``),
+    optionally a deterministic sample of ``max_words`` (None or ``NO_LIMIT``: all)."""
+    gold = read_gold(path) if path and str(path) != BUNDLED_GOLD_SOURCE else bundled_gold()
+    max_words = limit(max_words)
     if max_words is not None and max_words < len(gold):
         gold = random.Random(0).sample(gold, max_words)
     return gold

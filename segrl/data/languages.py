@@ -50,9 +50,10 @@ def gold_language(path: str | None) -> str:
 
 def check_gold_language(corpus_source: str | None, gold_path: str | None) -> None:
     """Refuse to score a corpus of a known language other than English against the bundled English
-    gold set; a gold file given explicitly is taken as chosen."""
+    gold set (None, or its name ``bundled:...``); a gold file given explicitly is taken as chosen."""
     language = corpus_language(corpus_source)
-    if gold_path is None and language not in (UNKNOWN, BUNDLED_LANGUAGE):
+    bundled = gold_path is None or gold_path.startswith("bundled:")
+    if bundled and language not in (UNKNOWN, BUNDLED_LANGUAGE):
         raise DataError(
             f"{corpus_source}: the corpus is in {language} but the bundled gold set is in "
             f"{BUNDLED_LANGUAGE}; give a gold set in {language} with --gold FILE (e.g. SIGMORPHON "

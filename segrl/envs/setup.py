@@ -48,8 +48,8 @@ class EnvConfig:
     """Observations also carry ``teacher`` [P]: the evaluator's own log-odds of a split at every
     position (``Evaluator.teacher``; the LM evaluator's posterior), so that a student can read what
     its teacher would decide. Binary rules only. None (off for an environment): ``segrl train``
-    turns it on where its reinforce agent's LM evaluator has a lexicon
-    (``segrl.agents.task.reads_teacher``)."""
+    resolves it to on where its reinforce agent's LM evaluator has a lexicon
+    (``segrl.agents.trainer.resolve_train_config``)."""
 
     def check(self, prefix: str) -> None:
         if self.teacher_features and self.rules != "binary":

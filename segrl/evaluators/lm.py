@@ -65,21 +65,20 @@ import json
 import math
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from segrl.config import validate_config
+from segrl.config import limit, validate_config
 from segrl.data import Corpus, GoldWord
 from segrl.data.wordlists import dampen
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators.base import NO_SPLIT, SPLIT, Evaluator, SegmentationBatch
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
-from segrl.lm.config import LEXICON_COST, LMConfig, resolve_lm_config
+from segrl.lm.config import LMConfig, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
 from segrl.lm.training import LMTrainer
@@ -149,7 +148,9 @@ class LMEvaluator(Evaluator):
         gold: Sequence[GoldWord] | None = None,
     ) -> LMEvaluator:
         """A new LM over ``corpus``'s characters, initialised from ``config.seed``; with
-        ``lexicon_size`` (``slm``), its lexicon is the substrings found in most training word types."""
+        ``lexicon_size`` (``slm``), its lexicon is the substrings found in most training word types.
+        A job's config comes resolved (``segrl.agents.config.resolve_train_config``); options a
+        caller leaves unset resolve for ``corpus`` with its spaces shown (``evaluator_lm_options``)."""
         lm_options = evaluator_lm_options(config.lm, corpus.kind)
         lexicon = slm_lexicon(lm_options, corpus.word_counts("train"))
         with torch.random.fork_rng(devices=[]):
@@ -193,7 +194,7 @@ class LMEvaluator(Evaluator):
 
     # --- scoring -------------------------------------------------------------------------------------
     def segmented(self, batch: SegmentationBatch) -> SegmentedBatch:
-        if batch.hide_spaces and self.lm.config.max_segment_length is None:
+        if batch.hide_spaces and limit(self.lm.config.max_segment_length) is None:
             raise ConfigError(
                 "with hidden spaces the LM needs evaluator.lm.arch.max_segment_length (segrl "
                 "train sets 12, segrl.lm.config.WORD_MAX_SEGMENT_LENGTH, unless one is given; in "
@@ -324,9 +325,9 @@ class LMEvaluator(Evaluator):
             if self.trainer.steps % self.prune_every == 0:
                 stats.update(self.trainer.prune_lexicon())
         else:
-            limit = self.lm.config.max_segment_length
-            if limit is not None:  # segments the model cannot spell are left out
-                examples = [e for e in examples if max(map(len, e[1])) <= limit]
+            longest = limit(self.lm.config.max_segment_length)
+            if longest is not None:  # segments the model cannot spell are left out
+                examples = [e for e in examples if max(map(len, e[1])) <= longest]
                 if not examples:
                     return {}
             stats = self.trainer.step(self.lm.segmented(segments=[s for _, s in examples]))
@@ -390,18 +391,10 @@ class LMEvaluator(Evaluator):
 
 
 def evaluator_lm_options(config: LMEvaluatorConfig, corpus_kind: str) -> LMConfig:
-    """The evaluator's LM options with the unset ones resolved for a corpus of ``corpus_kind``: an
-    ``slm`` without context gets, on a word list, the priced lexicon of ``segrl lm train``
-    (``SLM_LEXICON_SIZE`` entries, ``LEXICON_COST``), on running text no lexicon; then
-    ``resolve_lm_config`` (the length penalty)."""
-    options = config.arch
-    changes: dict[str, Any] = {}
-    if options.lexicon_size is None and corpus_kind != "words":
-        changes["lexicon_size"] = 0
-    if options.lexicon_cost is None:
-        lexicon = changes.get("lexicon_size", options.lexicon_size) != 0
-        changes["lexicon_cost"] = LEXICON_COST if lexicon else 0.0
-    return resolve_lm_config(replace(options, **changes), corpus_kind)
+    """The evaluator's LM options with those left unset resolved for a corpus of ``corpus_kind``
+    with its spaces shown (``LM_DEFAULTS``' evaluator rows: on a word list the priced lexicon of
+    ``segrl lm train``, on running text none); a resolved config is kept as it is."""
+    return resolve_lm_config(config.arch, corpus_kind, "evaluator")
 
 
 class PosteriorTeacher:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from segrl.config import validate_config
 from segrl.errors import ConfigError
-from segrl.lm.config import LMConfig
+from segrl.lm.config import LMConfig, table_lm
 
 if TYPE_CHECKING:
     from segrl.data import Corpus, GoldWord
@@ -46,18 +46,12 @@ EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
 
 
 def evaluator_lm() -> LMConfig:
-    """The LM evaluator's model by default: ``slm`` without context (with the LSTM context where
-    spaces are hidden, ``segrl.agents.task.hidden_spaces_lm_options``), smaller than ``segrl lm
-    train``'s, its lexicon and its price decided by the corpus (``evaluator_lm_options``), the
-    lexicon's logits learnt directly, as ``segrl lm train``'s."""
-    return LMConfig(
-        context=None,
-        hidden_dim=128,
-        speller_dim=128,
-        lexicon_size=None,
-        lexicon_cost=None,
-        lexicon_logits=None,
-    )
+    """The LM evaluator's model by default: ``slm``, smaller than ``segrl lm train``'s, the options
+    left unset resolved by the evaluator's rows of ``segrl.lm.config.LM_DEFAULTS`` (where the job
+    starts, ``segrl.agents.trainer.resolve_train_config``): without context (with the LSTM context
+    where spaces are hidden), its lexicon and its price decided by the corpus, the lexicon's logits
+    learnt directly, as ``segrl lm train``'s."""
+    return table_lm(hidden_dim=128, speller_dim=128)
 
 
 @dataclass
@@ -65,10 +59,11 @@ class LMEvaluatorConfig:
     """The co-trained language model evaluator: its model (``arch``), its reward, its training."""
 
     arch: LMConfig = field(default_factory=evaluator_lm)
-    """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.arch.hidden_dim`` and so on). Its defaults here:
-    ``slm`` without context, 128 wide; with hidden spaces the LSTM context
-    (``WORD_DISCOVERY_CONTEXT``, as ``segrl lm train``'s there). ``lexicon_size`` None: by the corpus
-    (``evaluator_lm_options``): on a word list ``SLM_LEXICON_SIZE`` entries whose spelling costs
+    """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.arch.hidden_dim`` and so on). Its defaults here
+    (the options left None resolve by ``segrl.lm.config.LM_DEFAULTS``' evaluator rows): ``slm``
+    without context, 128 wide; with hidden spaces the LSTM context (``WORD_DISCOVERY_CONTEXT``, as
+    ``segrl lm train``'s there). ``lexicon_size`` None: by the corpus: on a word list, for a
+    student that reads its teacher, ``SLM_LEXICON_SIZE`` entries whose spelling costs
     ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none (there the
     lexicon-free LM's posterior in the sentence is the better teacher;
     docs/studies/2026-11-26-teacher.md); 0: no lexicon. ``lexicon_cost`` None: ``LEXICON_COST``
@@ -78,7 +73,7 @@ class LMEvaluatorConfig:
     """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,
     ``resample``, ``incremental``, ``description-length``. None: the first of the reward mode's
-    list."""
+    list (resolved so where ``segrl train`` starts)."""
     objective: LMObjective = "marginal"
     """How the LM learns from the agent's texts: ``joint`` (``-log p(X, S)`` under the agent's
     segmentations, the study's co-training) or ``marginal`` (``-log p(X)`` over all segmentations,
@@ -112,9 +107,9 @@ class LMEvaluatorConfig:
     pretrain_epochs: int = 1
     """Epochs over the untrained policy's segmentations of the training sentences before training."""
     pretrain_steps: int | None = None
-    """LM updates of that pre-training at most (None: all of ``pretrain_epochs``): a budget in
-    updates where an epoch of the corpus is more than a run can afford (an epoch of PTB is 657
-    updates of 64 sentences)."""
+    """LM updates of that pre-training at most (None: all of ``pretrain_epochs``, which ``segrl
+    train`` resolves to their updates): a budget in updates where an epoch of the corpus is more
+    than a run can afford (an epoch of PTB is 657 updates of 64 sentences)."""
     buffer_size: int = 4096
     """Segmented sentences kept for co-training (the most recent ones)."""
     update_every: int = 1
@@ -183,7 +178,8 @@ class EvaluatorConfig:
     alpha: float = 0.75
     """Weight of missed splits against spurious ones in the sequence score (the study's 0.75)."""
     cache_dir: str | None = None
-    """Where trained Morfessor models are cached; None uses ``$SEGRL_CACHE_DIR`` or ~/.cache/segrl."""
+    """Where trained Morfessor models are cached; None uses ``$SEGRL_CACHE_DIR`` or ~/.cache/segrl
+    (resolved to that folder where ``segrl train`` starts; "": no cache)."""
     seed: int = 0
     """Seed of Morfessor's training (and of the LM evaluator's sampling)."""
     lm: LMEvaluatorConfig = field(default_factory=LMEvaluatorConfig)

@@ -27,6 +27,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from segrl.config import limit
 from segrl.data.batching import CharBatch, encode_batch
 from segrl.data.vocab import CharVocab
 from segrl.errors import ModelError
@@ -81,7 +82,7 @@ class SegmentLM(nn.Module, ABC):
                 space_id=self.space_id,
                 pad_id=self.vocab.pad_id,
                 bos_id=self.vocab.bos_id,
-                max_length=self.config.max_segment_length,
+                max_length=limit(self.config.max_segment_length),
                 order=MARKOV_ORDERS[self.config.speller],
             )
         return Speller(
@@ -92,7 +93,7 @@ class SegmentLM(nn.Module, ABC):
             space_id=self.space_id,
             pad_id=self.vocab.pad_id,
             bos_id=self.vocab.bos_id,
-            max_length=self.config.max_segment_length,
+            max_length=limit(self.config.max_segment_length),
             dropout=self.config.dropout,
         )
 
@@ -182,12 +183,12 @@ class SegmentLM(nn.Module, ABC):
 
     def check_segment_lengths(self, batch: SegmentedBatch) -> None:
         """Raise ``ModelError`` when a segment is longer than the model allows."""
-        limit = self.config.max_segment_length
-        if limit is None:
+        longest = limit(self.config.max_segment_length)
+        if longest is None:
             return
         _, _, lengths = batch.segment_spans()
-        if lengths.numel() and int(lengths.max()) > limit:
+        if lengths.numel() and int(lengths.max()) > longest:
             raise ModelError(
                 f"a segment of {int(lengths.max())} characters is longer than the model's "
-                f"max_segment_length={limit}; raise max_segment_length or split the segment"
+                f"max_segment_length={longest}; raise max_segment_length or split the segment"
             )

@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from segrl.config import NO_LIMIT
 from segrl.errors import ConfigError
 
 LMModel = Literal["slm", "segment-lstm"]
@@ -89,8 +90,9 @@ class LMConfig:
     """``slm``: what conditions each segment: ``lstm`` (an LSTM over all characters before it),
     ``words`` (the same LSTM, read up to the start of the segment's word: the segments of a word are
     independent given the words before it) or ``none`` (nothing: a unigram segment model with a
-    neural speller). None (``segrl lm train``'s default): ``none``, except on text without spaces
-    (word discovery): ``WORD_DISCOVERY_CONTEXT`` (``word_discovery_lm``)."""
+    neural speller). None (``segrl lm train``'s and the LM evaluator's default): from
+    ``LM_DEFAULTS``: ``none``, except on text without spaces (word discovery):
+    ``WORD_DISCOVERY_CONTEXT``."""
     speller_dim: int = 256
     """The speller LSTM (and the segment composer of ``segment-lstm``)."""
     speller: LMSpeller = "lstm"
@@ -100,21 +102,24 @@ class LMConfig:
     from one distribution, the base distribution of the Bayesian segmenters and Morfessor's
     spelling code, ``bigram``, each drawn given the character before it, or ``trigram``, given
     the two before it."""
-    max_segment_length: int | None = None
-    """Most characters per segment; longer segments get probability 0. None: unbounded (with known
-    word boundaries the dynamic programs then span whole words). Set it for text without spaces,
-    where the dynamic programs would otherwise consider segments as long as the text."""
+    max_segment_length: int | None = NO_LIMIT
+    """Most characters per segment; longer segments get probability 0. ``NO_LIMIT`` (-1):
+    unbounded (with known word boundaries the dynamic programs then span whole words). Set it for
+    text without spaces, where the dynamic programs would otherwise consider segments as long as
+    the text. None (``segrl lm train``'s and the LM evaluator's default): from ``LM_DEFAULTS``:
+    unbounded, except on text without spaces: ``WORD_MAX_SEGMENT_LENGTH``."""
     lexicon_size: int | None = 0
     """Entries of a lexicon whose softmax is mixed with the speller (``segrl.lm.lexicon``; 0: no
     lexicon, every segment is spelled): for ``segment-lstm`` the most frequent segments of the
     training segmentations, for ``slm`` (``context = "none"`` only) the substrings found in the most
-    training word types. None: ``SLM_LEXICON_SIZE`` for an ``slm`` without context on a word list,
-    else 0 (``resolve_lm_config``)."""
+    training word types. None: from ``LM_DEFAULTS`` (``SLM_LEXICON_SIZE`` for an ``slm`` without
+    context on a word list, else 0; ``resolve_lm_config``)."""
     lexicon_cost: float | None = 0.0
     """``slm`` with a lexicon: nats per character that an entry's spelling costs once, when the
     training corpus uses it (``segrl.lm.lexicon``: the lexicon's part of a two-part code, as in
-    Morfessor); 0: no cost, the plain marginal likelihood. None: ``LEXICON_COST`` where the
-    resolved lexicon has entries, else 0 (``resolve_lm_config``)."""
+    Morfessor); 0: no cost, the plain marginal likelihood. None: ``LEXICON_COST`` where a lexicon
+    is asked for (``lexicon_size`` above 0, or by ``LM_DEFAULTS``), else 0
+    (``resolve_lm_config``)."""
     categories: LMCategories = "none"
     """``slm`` with a lexicon: ``prefix-stem-suffix`` gives every segment a hidden category with
     learnt transitions under Morfessor Categories' morphotactics (``segrl.lm.morphotactics``), each
@@ -124,8 +129,8 @@ class LMConfig:
     one per entry and one per entry's terminator) are learnt: ``projected``, as linear maps of the
     learnt context vector (``segrl.lm.lexicon.Lexicon``: about ``hidden_dim`` parameters an entry),
     or ``direct``, as the logits themselves (``DirectLexicon``: two an entry), at ``lexicon_lr``.
-    None: ``direct`` unless ``categories`` are set (``resolve_lm_config``; ``segrl lm train``'s
-    default)."""
+    None: ``direct`` (``LM_DEFAULTS``) unless ``categories`` are set (``resolve_lm_config``;
+    ``segrl lm train``'s default)."""
     lexicon_lr: float = 0.1
     """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's):
     0.1, chosen on English, Hungarian, Spanish, Czech and the bundled corpus together (0.03 trained
@@ -151,20 +156,21 @@ class LMConfig:
     """Segments seen fewer times than this stay out of the lexicon."""
     dropout: float = 0.1
     """Dropout on the LSTMs' outputs, in training."""
-    length_penalty: float | None = None
+    length_penalty: float | None = 0.0
     """``slm``'s marginal objective with a prior against long segments: it minimises
     ``-log sum_S p(X, S) exp(-length_penalty * sum_k |m_k|^2)`` (0: the plain marginal ``-log p(X)``).
     A plain marginal likelihood is highest with whole words (a speller that continues a word predicts
     its next character better than one that starts a new segment); the penalty makes the model put
     its mass on segmentations into shorter units. Scoring and posteriors stay those of ``p(X, S)``.
-    None: on a word list ``WORD_LIST_LENGTH_PENALTY``, or ``PRICED_LEXICON_LENGTH_PENALTY`` for an
-    ``slm`` with a lexicon whose entries pay for their spelling; 0 on running text
-    (``resolve_lm_config``), except where ``segrl lm train`` reads it without its spaces (word
-    discovery): ``WORD_DISCOVERY_LENGTH_PENALTY``."""
+    None (``segrl lm train``'s and the LM evaluator's default): from ``LM_DEFAULTS``: on a word list
+    ``WORD_LIST_LENGTH_PENALTY``, or ``PRICED_LEXICON_LENGTH_PENALTY`` for an ``slm`` with a lexicon
+    whose entries pay for their spelling; 0 on running text, except where ``segrl lm train`` reads
+    it without its spaces (word discovery) without context: ``WORD_DISCOVERY_LENGTH_PENALTY``
+    (``resolve_lm_config``)."""
 
     def check(self, prefix: str) -> None:
         """Ranges (``segrl.config.validate_config`` checks the choices and calls this)."""
-        if self.max_segment_length is not None and self.max_segment_length < 1:
+        if self.max_segment_length not in (None, NO_LIMIT) and self.max_segment_length < 1:
             raise ConfigError(
                 f"{prefix}max_segment_length must be at least 1, got {self.max_segment_length}"
             )
@@ -191,51 +197,124 @@ class LMConfig:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
 
 
-def word_discovery_lm(config: LMConfig) -> LMConfig:
-    """``config`` for text without spaces (word discovery), with its unset options given word
-    discovery's defaults: ``max_segment_length`` ``WORD_MAX_SEGMENT_LENGTH``, ``context``
-    ``WORD_DISCOVERY_CONTEXT`` and ``length_penalty`` ``WORD_DISCOVERY_LENGTH_PENALTY`` for an ``slm``
-    without context, else 0. ``resolve_lm_config`` resolves the rest."""
-    context = WORD_DISCOVERY_CONTEXT if config.context is None else config.context
+LMUser = Literal["lm-train", "evaluator"]
+"""Who an LM's defaults are for: ``segrl lm train``'s model, or the agent's LM evaluator."""
+LMText = Literal["words", "text", "unspaced"]
+"""What an LM reads: a word list, running text, or text without its spaces (word discovery: a
+segmented corpus in ``segrl lm train``, hidden spaces in ``segrl train``)."""
+
+
+@dataclass(frozen=True)
+class LMDefaults:
+    """What the options an LM's config leaves unset (None) resolve to, for one user on one kind of
+    text: a row of ``LM_DEFAULTS``, read by ``resolve_lm_config``."""
+
+    context: LMContext
+    max_segment_length: int
+    """``NO_LIMIT``: unbounded."""
+    lexicon_size: int
+    """Of an ``slm`` without context, the one model that mixes a lexicon (any other: 0); on running
+    text and text without spaces, only while its entries are priced (``lexicon_cost`` above 0)."""
+    lexicon_cost: float
+    """Where a lexicon is asked for (``lexicon_size`` above 0, given or by this row); else 0."""
+    lexicon_logits: LMLexiconLogits
+    """Unless ``categories`` are set, which need ``projected`` (one softmax per category)."""
+    length_penalty: float
+    """Of an LM without context and without a priced lexicon."""
+    context_length_penalty: float
+    """Of an LM with context (``lstm`` or ``words``)."""
+    priced_length_penalty: float
+    """Of an ``slm`` with a lexicon whose entries are priced (``lexicon_cost`` above 0)."""
+
+
+LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
+    ("lm-train", "words"): LMDefaults(
+        "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
+        WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
+    ),
+    ("lm-train", "text"): LMDefaults(
+        "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct", 0.0, 0.0, 0.0
+    ),
+    ("lm-train", "unspaced"): LMDefaults(
+        WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
+        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY,
+    ),
+    ("evaluator", "words"): LMDefaults(
+        "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
+        WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
+    ),
+    ("evaluator", "text"): LMDefaults("none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0),
+    ("evaluator", "unspaced"): LMDefaults(
+        WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0
+    ),
+}  # fmt: skip
+"""The LM's defaults, in one place: by who uses it (``segrl lm train``'s model, the agent's LM
+evaluator) and on what text (a word list, running text, text without spaces). The constants
+above say why each value was chosen. ``segrl lm train`` prices its lexicon by default
+(``LMTrainConfig.lm``), so an ``slm`` without context gets one on any text; the evaluator gets
+one on a word list only, where its student reads it (``segrl.agents.config``)."""
+
+
+TABLE_OPTIONS = (
+    "context",
+    "max_segment_length",
+    "lexicon_size",
+    "lexicon_cost",
+    "lexicon_logits",
+    "length_penalty",
+)
+"""The options of an ``LMConfig`` that ``LM_DEFAULTS`` gives values."""
+
+
+def table_lm(**options: Any) -> LMConfig:
+    """An ``LMConfig`` with ``options`` given and the other ``TABLE_OPTIONS`` left unset (None),
+    for ``resolve_lm_config`` to read from ``LM_DEFAULTS``: a user's default model."""
+    return LMConfig(**{**dict.fromkeys(TABLE_OPTIONS), **options})
+
+
+def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train") -> LMConfig:
+    """``config`` with every option it leaves unset (None) given its value for ``user`` on
+    ``text`` (``LM_DEFAULTS``); the options given are kept, so that a resolved config resolves to
+    itself. Pure: ``config`` is not changed. ``text`` may be a corpus's kind (``words`` or
+    ``text``)."""
+    row = LM_DEFAULTS[user, text]
+    context = row.context if config.context is None else config.context
+    priced = (config.lexicon_cost or 0.0) > 0  # a cost left unset prices nothing yet
+    asked = config.lexicon_size
+    if asked is None:  # on running text a lexicon only while its entries pay for their spelling
+        asked = row.lexicon_size if text == "words" or priced else 0
+    lexicon_cost = config.lexicon_cost
+    if lexicon_cost is None:
+        lexicon_cost = row.lexicon_cost if asked else 0.0
+    lexicon_size = config.lexicon_size
+    if lexicon_size is None:  # only an slm without context mixes a lexicon
+        lexicon_size = asked if config.model == "slm" and context == "none" else 0
     length_penalty = config.length_penalty
     if length_penalty is None:
-        length_penalty = WORD_DISCOVERY_LENGTH_PENALTY if context == "none" else 0.0
+        if config.model == "slm" and lexicon_size and lexicon_cost > 0:
+            length_penalty = row.priced_length_penalty
+        elif context == "none":
+            length_penalty = row.length_penalty
+        else:
+            length_penalty = row.context_length_penalty
+    lexicon_logits = config.lexicon_logits
+    if lexicon_logits is None:
+        lexicon_logits = row.lexicon_logits if config.categories == "none" else "projected"
     max_segment_length = config.max_segment_length
     if max_segment_length is None:
-        max_segment_length = WORD_MAX_SEGMENT_LENGTH
+        max_segment_length = row.max_segment_length
     return dataclasses.replace(
         config,
         context=context,
-        length_penalty=length_penalty,
         max_segment_length=max_segment_length,
+        lexicon_size=lexicon_size,
+        lexicon_cost=lexicon_cost,
+        lexicon_logits=lexicon_logits,
+        length_penalty=length_penalty,
     )
 
 
-def resolve_lm_config(config: LMConfig, corpus_kind: str) -> LMConfig:
-    """``config`` with its unset options resolved for a corpus of ``corpus_kind``: ``lexicon_size``
-    (``SLM_LEXICON_SIZE`` for an ``slm`` without context, which alone can mix one, on a word list,
-    and on running text where its entries pay for their spelling; else 0) and ``length_penalty``
-    (``text``: 0; ``words``: ``PRICED_LEXICON_LENGTH_PENALTY`` for an ``slm`` whose lexicon entries
-    pay for their spelling, else ``WORD_LIST_LENGTH_PENALTY``) and ``lexicon_cost`` (None:
-    ``LEXICON_COST`` where the resolved lexicon has entries, else 0; a cost left None counts as no
-    price where the lexicon's size is decided) and ``lexicon_logits`` (None: ``direct``, or
-    ``projected`` with categories, which need one softmax per category)."""
-    changes: dict[str, object] = {}
-    if config.context is None:
-        config = dataclasses.replace(config, context="none")
-        changes["context"] = "none"
-    lexicon_size, lexicon_cost = config.lexicon_size, config.lexicon_cost
-    if lexicon_size is None:
-        mixes = config.model == "slm" and config.context == "none"
-        lexicon = mixes and (corpus_kind == "words" or (lexicon_cost or 0.0) > 0)
-        lexicon_size = changes["lexicon_size"] = SLM_LEXICON_SIZE if lexicon else 0
-    if lexicon_cost is None:
-        lexicon_cost = changes["lexicon_cost"] = LEXICON_COST if lexicon_size else 0.0
-    if config.lexicon_logits is None:
-        direct = config.categories == "none"
-        changes["lexicon_logits"] = "direct" if direct else "projected"
-    if config.length_penalty is None:
-        priced = config.model == "slm" and lexicon_size and lexicon_cost > 0
-        word_list = PRICED_LEXICON_LENGTH_PENALTY if priced else WORD_LIST_LENGTH_PENALTY
-        changes["length_penalty"] = word_list if corpus_kind == "words" else 0.0
-    return dataclasses.replace(config, **changes) if changes else config
+def word_discovery_lm(config: LMConfig) -> LMConfig:
+    """``config`` resolved for ``segrl lm train`` on text without spaces (word discovery):
+    ``resolve_lm_config(config, "unspaced")``."""
+    return resolve_lm_config(config, "unspaced")

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from segrl.config import limit
 from segrl.lm.config import LMConfig
 
 
@@ -69,7 +70,7 @@ def slm_lexicon(config: LMConfig, words: Iterable[str]) -> list[str] | None:
     if config.model != "slm" or not config.lexicon_size:
         return None
     return substring_lexicon(
-        words, config.lexicon_size, config.max_segment_length or LEXICON_MAX_LENGTH
+        words, config.lexicon_size, limit(config.max_segment_length) or LEXICON_MAX_LENGTH
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from segrl.checkpoint import load_tensor_file, load_weights, save_tensor_file
-from segrl.config import validate_config
+from segrl.config import NO_LIMIT, unset_options, validate_config
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
@@ -25,15 +25,30 @@ from segrl.lm.slm import SLM
 MODEL_FILE = "model.pt"
 VOCAB_FILE = "vocab.json"
 FORMAT = 1
+SAVED_UNSET = {
+    "context": "none",
+    "max_segment_length": NO_LIMIT,
+    "lexicon_size": 0,
+    "lexicon_cost": 0.0,
+    "lexicon_logits": "projected",
+    "length_penalty": 0.0,
+}
+"""What an option left None in a model file saved before configs were resolved meant to the model
+(``build_lm`` then took unset options; ``load_lm`` reads them so)."""
 
 
 def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None = None) -> SegmentLM:
     """A new model of the kind ``config.model`` names, with ``lexicon``'s entries mixed with its
-    speller (``segrl.lm.lexicon``; slm: only without context). An unset context is ``none``
-    (word discovery sets its own before: ``segrl.lm.config.word_discovery_lm``)."""
+    speller (``segrl.lm.lexicon``; slm: only without context). ``config`` is resolved: an option
+    left unset (None) is a ``ConfigError`` (``segrl.lm.config.resolve_lm_config`` gives each its
+    value for who uses the model on what text)."""
     validate_config(config)
-    if config.context is None:
-        config = dataclasses.replace(config, context="none")
+    unset = unset_options(config)
+    if unset:
+        raise ConfigError(
+            f"a language model is built from a resolved config; {', '.join(unset)} unset (None): "
+            "resolve it first (segrl.lm.config.resolve_lm_config)"
+        )
     if config.model == "slm":
         if lexicon and config.context != "none":
             raise ConfigError(
@@ -77,7 +92,8 @@ def load_lm(path: str | Path, device: str | torch.device = "cpu") -> SegmentLM:
             "the whole folder `segrl units train` wrote"
         )
     try:
-        config = LMConfig(**saved["config"])
+        options = saved["config"]
+        config = LMConfig(**{k: SAVED_UNSET.get(k) if v is None else v for k, v in options.items()})
         model = build_lm(config, vocab, saved["lexicon"] or None)
         state = saved["state"]
     except (RuntimeError, KeyError, TypeError, ValueError, IndexError) as e:

@@ -8,7 +8,8 @@ small corpus), keeping the best weights. The best model then segments words by V
 scored with ``segrl.metrics`` like every other segmenter, and registered for ``segrl compare``; its
 ``bits_per_char`` is the marginal one on the test texts (unseen word types, or sentences).
 
-The model has no context by default (``context`` None: ``none``): trained by marginal likelihood with
+The model has no context by default (``context`` None resolves to ``none``: ``LM_DEFAULTS``, read
+once where the job starts by ``resolve_lm_train_config``): trained by marginal likelihood with
 the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
 while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
 On text without spaces (word discovery) that is what it should do, and there the default context is
@@ -27,7 +28,7 @@ import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -43,15 +44,9 @@ from segrl.data import (
 )
 from segrl.data.batching import training_batches
 from segrl.errors import ConfigError
-from segrl.jobs import RUNS_ROOT, Job, RunDir
+from segrl.jobs import RUNS_ROOT, Job, JobStart, RunDir, resolve_job_tables
 from segrl.lm.base import SegmentLM
-from segrl.lm.config import (
-    LEXICON_COST,
-    LMConfig,
-    LMTexts,
-    resolve_lm_config,
-    word_discovery_lm,
-)
+from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, table_lm
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
@@ -88,8 +83,9 @@ CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PE
 
 def segmenter_lm() -> LMConfig:
     """``segrl lm train``'s model by default: ``slm`` without context (with the LSTM context on text
-    without spaces), with a priced lexicon whose logits are learnt directly."""
-    return LMConfig(context=None, lexicon_size=None, lexicon_cost=LEXICON_COST, lexicon_logits=None)
+    without spaces), with a priced lexicon whose logits are learnt directly; its options left unset
+    (None) resolve by ``LM_DEFAULTS`` (``resolve_lm_train_config``)."""
+    return table_lm(lexicon_cost=LEXICON_COST)
 
 
 @dataclass
@@ -97,7 +93,8 @@ class LMTrainConfig:
     """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter."""
 
     lm: LMConfig = field(default_factory=segmenter_lm)
-    """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here: ``slm``
+    """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here (the options
+    left None resolve by ``segrl.lm.config.LM_DEFAULTS``' rows for ``segrl lm train``): ``slm``
     without context (marginal likelihood then favours reusable, morph-like segments; with the
     character context, or the preceding words, as context it keeps whole words), except on text
     without spaces, where whole words are the aim: there the LSTM context and no length penalty
@@ -125,7 +122,8 @@ class LMTrainConfig:
     patience: int = 2
     """Stop after this many epochs without a better held-out bits per character."""
     steps: int | None = None
-    """Stop after this many updates in all (None: no limit), the budget's name in every job."""
+    """Stop after this many updates in all (None: no limit), the budget's name in every job;
+    resolved to the budget the job runs (``train_steps``)."""
     eval_gold_words: int = 2000
     """Gold words scored (Viterbi) after every epoch, logged as ``eval/...`` at its step: the
     segmentation's curve beside the held-out bits per character, to the stopping point (a fixed
@@ -230,6 +228,31 @@ def training_texts(corpus: Corpus, kind: LMTexts) -> tuple[list[str], list[str],
     return train, held_out[0], held_out[1]
 
 
+def train_steps(config: LMTrainConfig, texts: int) -> int:
+    """The budget of ``segrl lm train`` on ``texts`` training texts: ``epochs`` epochs of them, or
+    ``steps`` where that is fewer."""
+    steps = config.epochs * math.ceil(texts / config.batch_size)
+    return steps if config.steps is None else min(steps, config.steps)
+
+
+def resolve_lm_train_config(config: LMTrainConfig, start: JobStart) -> LMTrainConfig:
+    """``config`` as ``segrl lm train`` trains it, every option a value (a copy: ``config`` is not
+    changed; a resolved config resolves to itself): the model's options left unset from
+    ``LM_DEFAULTS``' row for ``segrl lm train`` on the corpus's text (``unspaced`` for a segmented
+    corpus, word discovery); ``steps``, the budget it runs (``train_steps`` over ``start.texts``);
+    the device; and every job's tables (``resolve_job_tables``: run folder, corpus and gold set by
+    their names, the run's name ``slm``)."""
+    config = copy.deepcopy(config)
+    text = "unspaced" if start.spaces_are_gold else start.corpus_kind
+    resolved = replace(
+        config,
+        lm=resolve_lm_config(config.lm, text),
+        steps=train_steps(config, start.texts),
+        device=start.device,
+    )
+    return resolve_job_tables(resolved, start, "slm")
+
+
 def lm_and_trainer(
     config: LMTrainConfig, lm_options: LMConfig, texts: Corpus, train: list[str]
 ) -> tuple[SegmentLM, LMTrainer]:
@@ -258,22 +281,29 @@ def train_lm_segmenter(
     corpus = corpus or load_corpus(config.data)
     if corpus.gold_from_spaces:  # word discovery: utterances without their spaces, whole
         refuse_gold_file(config.gold.path)
-        lm_options = resolve_lm_config(word_discovery_lm(config.lm), corpus.kind)
         gold, texts = None, without_spaces(corpus)
         train, valid, test = texts.train, texts.valid, texts.test
     else:
-        lm_options = resolve_lm_config(config.lm, corpus.kind)
         gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
         check_gold_fits(gold, corpus, config.gold.path)
         texts = corpus
         train, valid, test = training_texts(corpus, config.texts)
+    start = JobStart.of(corpus, config.device, len(train))
+    run = RunDir.open(
+        config,
+        config.out,
+        Path(RUNS_ROOT) / "lm-train",
+        RESUMABLE_CHANGES,
+        train_steps(config, len(train)),
+        lambda given, folder: resolve_lm_train_config(given, start.at(folder)),
+    )
+    config = run.config  # resolved: every option a value, as logged
+    with run.preparing():
+        validate_config(config)
+        model, trainer = lm_and_trainer(config, config.lm, texts, train)
     curve_gold = (gold or [])[: config.eval_gold_words]  # the epochs' fixed sample
-    model, trainer = lm_and_trainer(config, lm_options, texts, train)
     per_epoch = math.ceil(len(train) / config.batch_size)
-    steps = config.epochs * per_epoch
-    if config.steps is not None:
-        steps = min(steps, config.steps)
-    run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "lm-train", RESUMABLE_CHANGES, steps)
+    steps = config.steps
     # early stopping: the best held-out bits per character, its weights, epochs since it improved
     # a lexicon that the last pruning changed by more than SETTLED_PRUNING is not settled yet: its
     # model is the new best whatever its held-out bits, and early stopping starts again from it

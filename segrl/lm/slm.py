@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from segrl.config import limit
 from segrl.data.batching import CharBatch
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
@@ -204,8 +205,9 @@ class SLM(SegmentLM):
         under ``context`` ([H]) (but whole texts where ``whole_from_lexicon`` is False)."""
         offsets = torch.arange(spans.shape[1], device=spans.device)
         spannable = (offsets >= 1) & (offsets <= lengths.unsqueeze(1))
-        if self.config.max_segment_length is not None:  # longer entries stay impossible
-            spannable &= offsets <= self.config.max_segment_length
+        longest = limit(self.config.max_segment_length)
+        if longest is not None:  # longer entries stay impossible
+            spannable &= offsets <= longest
         run, length = spannable.nonzero(as_tuple=True)
         texts, row_list, start_list = chars.texts, rows.tolist(), starts.tolist()
         strings = [
@@ -231,7 +233,7 @@ class SLM(SegmentLM):
         ``max_segment_length`` characters); ``whole_from_lexicon`` and ``speller_price`` as in
         ``span_runs``."""
         space = space_mask(self.vocab, chars) if space is None else space
-        room = _room(chars, space, self.config.max_segment_length)
+        room = _room(chars, space, limit(self.config.max_segment_length))
         return self.span_runs(chars, space, room, whole_from_lexicon, speller_price)
 
     def objective_table(
@@ -299,8 +301,9 @@ class SLM(SegmentLM):
         next_length = last.gather(1, after) - last  # [B, L], length of the segment after mine
         merge = batch.starts & flippable.gather(1, last)
         room = torch.where(word, last - positions + 1 + torch.where(merge, next_length, 0), 0)
-        if self.config.max_segment_length is not None:
-            room = room.clamp(max=self.config.max_segment_length)
+        longest = limit(self.config.max_segment_length)
+        if longest is not None:
+            room = room.clamp(max=longest)
         table = self.span_runs(batch.chars, batch.space, room)
 
         def span(start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:

@@ -46,7 +46,7 @@ def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         if folder.name != SEGMENTER_ARTIFACT:  # MLflow keeps an artifact folder's own name
             folder = Path(shutil.copytree(folder, Path(tmp) / SEGMENTER_ARTIFACT))
-        _log_pyfunc(folder, register)
+        _log_pyfunc(folder, register or None)  # "": not registered
     return f"runs:/{active_run_id()}/{MODEL_ARTIFACT}"
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 import mlflow
+from segrl.config import NO_LIMIT
 from segrl.data.languages import gold_language
 from segrl.errors import TrackingError
 from segrl.metrics import COMPARE_COLUMNS
@@ -81,8 +82,12 @@ def run_data_labels(params: Mapping[str, str], kind: str) -> tuple[str, str]:
 
 
 def _unset(value: str | None) -> str | None:
-    """A logged option's value; None for one left unset (older runs logged the string "None")."""
-    return None if value in (None, "", "None") else value
+    """A logged option's value; None for one left unset (older runs logged the string "None"), for
+    a limit that is none (``NO_LIMIT``, as resolved configs log it) and for the bundled corpus and
+    gold set by their names (``bundled:...``, as resolved configs log them)."""
+    if value in (None, "", "None", str(NO_LIMIT)) or value.startswith("bundled:"):
+        return None
+    return value
 
 
 def finished_run_with_tag(

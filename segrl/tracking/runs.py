@@ -1,5 +1,6 @@
 """Runs and what they log: ``start_run`` checks the store is reachable before anything trains,
-logs the run's full config (as params and as ``config.toml``), and marks the run FAILED if the job
+logs the run's full config (as params and as ``config.toml``; a job's resolved config, every option
+a value, with the config as asked as ``requested.toml``), and marks the run FAILED if the job
 raises; a resumed run skips the metric steps it logged before it was interrupted.
 
 Runs of anything that finds units are tagged ``segrl.segmenter=<name>`` (``log_segmenter``) and log
@@ -58,8 +59,10 @@ def start_run(
     tags: Mapping[str, str] | None = None,
     resume_run_id: str | None = None,
     nested: bool = False,
+    requested: Any = None,
 ) -> Iterator[mlflow.ActiveRun]:
-    """Start an MLflow run that logs ``config`` (a config dataclass or a flat dict).
+    """Start an MLflow run that logs ``config`` (a config dataclass or a flat dict), and
+    ``requested``, the config as asked where ``config`` is its resolution, as ``requested.toml``.
 
     Inside ``mlflow run`` (``MLFLOW_RUN_ID`` set) every run becomes a child of the project's run, in
     its experiment, so a job that trains several segmenters logs one child run for each.
@@ -110,9 +113,11 @@ def start_run(
     with run:
         params = flatten_config(config) if is_dataclass(config) else dict(config)
         log_params(params)
-        if is_dataclass(config):
-            with tempfile.TemporaryDirectory() as tmp:
-                mlflow.log_artifact(str(save_config(config, Path(tmp) / "config.toml")))
+        saved = {"config.toml": config, "requested.toml": requested}
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, values in saved.items():
+                if is_dataclass(values):
+                    mlflow.log_artifact(str(save_config(values, Path(tmp) / name)))
         yield run
 
 
@@ -136,7 +141,8 @@ def end_run_killed() -> None:
 
 
 def log_params(params: Mapping[str, Any]) -> None:
-    """Log params (unset options, None, are left out; long values truncated to MLflow's limit)."""
+    """Log params (options left unset, None, are left out: a job's resolved config has none,
+    ``segrl.jobs``; long values truncated to MLflow's limit)."""
     items = {k: str(v)[:6000] for k, v in params.items() if v is not None}
     keys = list(items)
     for i in range(0, len(keys), 100):

@@ -146,6 +146,12 @@ class UnitModel(nn.Module, ABC):
     above the trained model's own, below a config file and command-line flags."""
 
     @classmethod
+    def resolve_arch(cls, arch: Any) -> Any:
+        """``arch`` (a ``config_class``) with its options left unset (None) given the values that
+        mean the same (``segrl units train`` resolves its config once); a copy. None here."""
+        return arch
+
+    @classmethod
     def finetune_options(cls, trained: Any) -> dict[str, Any]:
         """``finetune_defaults`` fitted to the ``trained`` model's config (``UnitsConfig``)."""
         return dict(cls.finetune_defaults)

@@ -68,7 +68,7 @@ class UnitsTrainConfig:
     precision: Precision = "fp32"
     """fp32, bf16 or fp16 (autocast; fp16 with a gradient scaler)."""
     threads: int | None = None
-    """PyTorch CPU threads (None: PyTorch's default)."""
+    """PyTorch CPU threads (None: PyTorch's default, resolved to its count where the job starts)."""
     log_every: int = 25
     eval_every: int = 500
     checkpoint_every: int = 250
@@ -105,11 +105,12 @@ class UnitsConfig:
     model: str = "transformer"
     """The unit model, by its name in ``segrl.units.registry.UNIT_MODELS``."""
     out: str | None = None
-    """The run folder: checkpoints and the trained model; None: ``runs/units/<run name or model>``.
+    """The run folder: checkpoints and the trained model; None: ``runs/units/<run name or model>``
+    (resolved to it where the job starts).
     A run whose folder holds a checkpoint of the same config resumes from it."""
     init_from: str | None = None
     """A model folder of ``segrl units train`` whose weights start this run (``segrl units
-    finetune --from``); None: random initialisation."""
+    finetune --from``); None (resolved: "") or "": random initialisation."""
     train: UnitsTrainConfig = field(default_factory=UnitsTrainConfig)
     eval: UnitsEvalConfig = field(default_factory=UnitsEvalConfig)
     data: DataConfig = field(default_factory=DataConfig)

@@ -27,7 +27,7 @@ columns: the units), computed teacher-forced on the input in eval mode; the slot
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -147,9 +147,10 @@ class DCSAConfig(UnitVectorConfig):
     normalised slots it has one at any scale, and with a large enough ``lambda`` the gates close
     to the target (docs/results.md)."""
     sparsity_ratio: float | None = 6.0
-    """r of targeted sparsity ``max(L0, N / r)``; None: the plain ``L0`` penalty."""
+    """r of targeted sparsity ``max(L0, N / r)``; 0 (or None): the plain ``L0`` penalty."""
     sparsity_length: int | None = None
-    """N of ``N / r``: None for each sentence's length, or a constant (the paper's 128)."""
+    """N of ``N / r``: 0 (or None, resolved to 0) for each sentence's length, or a constant (the
+    paper's 128)."""
     lambda_start: float = 2e-5
     lambda_ratio: float = 2.0
     lambda_limit: float = 6.4e-4
@@ -170,8 +171,16 @@ class DCSAConfig(UnitVectorConfig):
             raise ConfigError(f"{prefix}slot_scale must be positive, got {self.slot_scale}")
         if self.slot_sigma <= 0:
             raise ConfigError(f"{prefix}slot_sigma must be positive, got {self.slot_sigma}")
-        if self.sparsity_ratio is not None and self.sparsity_ratio <= 0:
-            raise ConfigError(f"{prefix}sparsity_ratio must be positive, got {self.sparsity_ratio}")
+        if self.sparsity_ratio is not None and self.sparsity_ratio < 0:
+            raise ConfigError(
+                f"{prefix}sparsity_ratio must be positive (0: the plain L0 penalty), got "
+                f"{self.sparsity_ratio}"
+            )
+        if self.sparsity_length is not None and self.sparsity_length < 0:
+            raise ConfigError(
+                f"{prefix}sparsity_length must be positive (0: each sentence's length), got "
+                f"{self.sparsity_length}"
+            )
         if not (self.beta > 0 and self.eps > 0):
             raise ConfigError(f"{prefix}beta and {prefix}eps must be positive")
         if not 0 <= self.gate_warmup < 1:
@@ -186,6 +195,17 @@ class DCSAAutoencoder(UnitVectorAutoencoder):
     """Dynamic Capacity Slot Attention (see the module docstring)."""
 
     config_class = DCSAConfig
+
+    @classmethod
+    def resolve_arch(cls, arch: DCSAConfig) -> DCSAConfig:
+        """``sparsity_ratio`` None: 0, the plain L0 penalty; ``sparsity_length`` None: 0, each
+        sentence's length."""
+        ratio, length = arch.sparsity_ratio, arch.sparsity_length
+        return replace(
+            arch,
+            sparsity_ratio=0.0 if ratio is None else ratio,
+            sparsity_length=0 if length is None else length,
+        )
 
     def __init__(self, config: DCSAConfig, vocab_size: int):
         super().__init__(config, vocab_size)
@@ -251,12 +271,12 @@ class DCSAAutoencoder(UnitVectorAutoencoder):
     def penalty(self, encoding: Encoding, progress: float) -> dict[str, torch.Tensor]:
         c = self.config
         l0, lengths = encoding.extras["l0"], encoding.extras["lengths"]  # [B], [B]
-        if c.sparsity_ratio is None:
+        if not c.sparsity_ratio:  # 0 or None: no target
             per_sentence = l0
         else:
             n = (
                 lengths
-                if c.sparsity_length is None
+                if not c.sparsity_length  # 0 or None: each sentence's own
                 else torch.full_like(lengths, c.sparsity_length)
             )
             per_sentence = targeted_sparsity(l0, n, c.sparsity_ratio)  # [B]

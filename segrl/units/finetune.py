@@ -23,7 +23,7 @@ from typing import Any
 from segrl.config import flatten_config, read_config_keys
 from segrl.units.config import UnitsConfig, build_units_config
 from segrl.units.registry import model_class
-from segrl.units.saving import CONFIG_FILE, check_model_folder
+from segrl.units.saving import check_model_folder, model_config_file
 
 BUDGET_FRACTION = 0.25
 """Fine-tuning steps as a fraction of the trained model's, unless given."""
@@ -41,7 +41,7 @@ def finetune_config(
     docstring); ``path`` and ``overrides`` as in ``build_units_config``."""
     source = Path(source)
     check_model_folder(source)
-    trained = build_units_config(path=source / CONFIG_FILE)
+    trained = build_units_config(path=model_config_file(source))  # its options as asked
     cls = model_class(model)
     arch_fields = {f.name for f in dataclasses.fields(cls.config_class)}
     inherited = {

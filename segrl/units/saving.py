@@ -1,5 +1,7 @@
 """A trained unit model on disk: a folder with ``model.pt`` (weights), ``config.toml`` (the run's full
-config) and ``vocab.json`` (the character vocabulary). ``segrl units eval FOLDER`` reads it back.
+config, resolved: every option as it trained), ``requested.toml`` (its config as asked: what
+``load_unit_model`` gives back, to evaluate or fine-tune it with elsewhere) and ``vocab.json`` (the
+character vocabulary). ``segrl units eval FOLDER`` reads it back.
 
     folder = save_unit_model("runs/units/nvib", model, vocab, config)
     model, vocab, config = load_unit_model(folder, device="cpu")
@@ -21,6 +23,7 @@ from segrl.units.registry import model_class
 
 MODEL_FILE = "model.pt"
 CONFIG_FILE = "config.toml"
+REQUESTED_FILE = "requested.toml"
 VOCAB_FILE = "vocab.json"
 
 
@@ -30,13 +33,19 @@ def build_model(config: UnitsConfig, vocab_size: int) -> UnitModel:
 
 
 def save_unit_model(
-    folder: str | Path, model: UnitModel, vocab: CharVocab, config: UnitsConfig
+    folder: str | Path,
+    model: UnitModel,
+    vocab: CharVocab,
+    config: UnitsConfig,
+    requested: UnitsConfig | None = None,
 ) -> Path:
     """Write the model folder (the weights file last and atomically, so a folder with ``model.pt``
-    is complete)."""
+    is complete); ``requested``, the config as asked where ``config`` is its resolution, beside it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     save_config(config, folder / CONFIG_FILE)
+    if requested is not None:
+        save_config(requested, folder / REQUESTED_FILE)
     vocab.save(folder / VOCAB_FILE)
     save_checkpoint(folder / MODEL_FILE, model=model.state_dict(), model_name=config.model)
     return folder
@@ -51,13 +60,21 @@ def check_model_folder(folder: Path) -> None:
         )
 
 
+def model_config_file(folder: Path) -> Path:
+    """The config a model folder is read with: its config as asked (``requested.toml``: portable,
+    its device and threads as asked), else ``config.toml`` (folders saved before the run saved it)."""
+    requested = folder / REQUESTED_FILE
+    return requested if requested.exists() else folder / CONFIG_FILE
+
+
 def load_unit_model(
     folder: str | Path, device: torch.device | str = "cpu"
 ) -> tuple[UnitModel, CharVocab, UnitsConfig]:
-    """Read a folder written by ``save_unit_model``; the model is in eval mode on ``device``."""
+    """Read a folder written by ``save_unit_model``; the model is in eval mode on ``device``, the
+    config the one asked for where the folder has it (``requested.toml``), else ``config.toml``."""
     folder = Path(folder)
     check_model_folder(folder)
-    config_file = folder / CONFIG_FILE
+    config_file = model_config_file(folder)
     config = build_units_config(path=config_file)
     vocab = CharVocab.load(folder / VOCAB_FILE)
     state = load_checkpoint(folder / MODEL_FILE, map_location=device, restore_rng=False)

@@ -15,16 +15,20 @@ rate schedule, so a finished run is not continued).
 
 Batches and noise are functions of (seed, step), and the checkpoint holds every RNG state, so a run
 interrupted and resumed gives the same model as one that never stopped (on CPU, same threads).
+
+The job resolves its config once, where it opens its run folder (``resolve_units_config``), and
+trains, saves and logs the resolved one: every option a value.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +38,7 @@ from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import training_batches
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, DataError, ModelError
-from segrl.jobs import CHECKPOINT_FILE, Job, RunDir
+from segrl.jobs import CHECKPOINT_FILE, Job, JobStart, RunDir, resolve_job_tables
 from segrl.runtime import (
     autocast,
     mixed_precision,
@@ -51,6 +55,7 @@ from segrl.units.config import UnitsConfig, UnitsTrainConfig
 from segrl.units.evaluation import evaluate_unit_model
 from segrl.units.experiment import UNITS_KIND, final_evaluation
 from segrl.units.noise import delete_characters
+from segrl.units.registry import model_class
 from segrl.units.saving import MODEL_FILE, build_model, load_unit_model, save_unit_model
 
 RESUMABLE_CHANGES = frozenset(
@@ -130,6 +135,25 @@ def check_inputs(corpus: Corpus, config: UnitsConfig) -> None:
         )
 
 
+def resolve_units_config(config: UnitsConfig, start: JobStart) -> UnitsConfig:
+    """``config`` as ``segrl units train`` trains it, every option a value (a copy: ``config`` is
+    not changed; a resolved config resolves to itself): the device and threads the job runs with,
+    no model to start from ("" for ``init_from``: random initialisation), the model's own
+    (``UnitModel.resolve_arch``), and every job's tables
+    (``resolve_job_tables``: run folder, corpus and gold set by their names, the run's name: the
+    model's)."""
+    config = copy.deepcopy(config)
+    train = config.train
+    threads = start.threads if train.threads is None else train.threads
+    resolved = replace(
+        config,
+        init_from=config.init_from or "",
+        train=replace(train, device=start.device, threads=threads),
+        arch=model_class(config.model).resolve_arch(config.arch),
+    )
+    return resolve_job_tables(resolved, start, config.model)
+
+
 def train_unit_model(
     config: UnitsConfig,
     corpus: Corpus | None = None,
@@ -152,7 +176,15 @@ def train_unit_model(
             "or evaluate it with `segrl units eval`"
         )
     set_threads(train.threads, "train.threads (--threads)")
-    run = RunDir.open(config, folder, folder, RESUMABLE_CHANGES)
+    start = JobStart.of(corpus, train.device, len(corpus.train))
+    run = RunDir.open(
+        config,
+        folder,
+        folder,
+        RESUMABLE_CHANGES,
+        resolve=lambda given, at: resolve_units_config(given, start.at(at)),
+    )
+    config, train = run.config, run.config.train  # resolved: every option a value, as logged
     seed_everything(train.seed)
     vocab = corpus.vocab
     model = build_model(config, len(vocab)).to(device)
@@ -161,7 +193,7 @@ def train_unit_model(
     scaler = torch.amp.GradScaler(
         device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
     )
-    if config.init_from is not None and not run.has_checkpoint:
+    if config.init_from and not run.has_checkpoint:
         start_from_trained(model, config.init_from, vocab, device)
     n_gold = min(config.eval.gold_words_during_training, len(gold))
     valid_gold = random.Random(train.seed).sample(gold, n_gold)
@@ -196,9 +228,9 @@ def train_unit_model(
     def final(at_step: int) -> dict[str, float]:
         evaluate_valid(at_step)
         metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
-        save_unit_model(folder, model, vocab, config)
+        save_unit_model(folder, model, vocab, config, run.requested)
         with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
-            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config)
+            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config, run.requested)
             log_segmenter_model(saved, config.tracking.register)
         return metrics
 

@@ -40,7 +40,14 @@ from segrl.agents.config import TrainConfig
 from segrl.agents.sb3.policy import build_sb3_model
 from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
-from segrl.agents.trainer import TrainResult, agent_job, finish, prepare_job, start_fresh
+from segrl.agents.trainer import (
+    TrainResult,
+    agent_job,
+    finish,
+    prepare_job,
+    segmenter_name,
+    start_fresh,
+)
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
 from segrl.evaluators import SegmentationBatch
@@ -121,6 +128,7 @@ def train_ppo(
     as a Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
     """
     device, task, run = prepare_job(config, corpus, gold)
+    config = run.config  # resolved: every option a value
     env = VectorCharSegmentEnv(config.ppo.num_envs, seed=config.seed, setup=task.setup)
     venv = SegmentVecEnv(env)
     model = build_sb3_model(config, venv, separator_id(task.corpus.vocab), device)
@@ -147,7 +155,7 @@ def train_ppo(
     job = agent_job(config, run, steps, save, restore, segmenter, task, on_step, rollout)
     with job:
         if job.resumed_from is None:
-            start_fresh(segmenter, task, config)
+            start_fresh(segmenter, task, config, segmenter_name(run))
         evaluator_updates = EvaluatorUpdates(venv)
         model.learn(
             total_timesteps=(steps - job.step) * rollout,
