@@ -151,3 +151,21 @@ def test_the_spellers_price_is_paid_by_spelled_segments_in_the_objective_only():
     assert with_lexicon.objective_table(chars, space)[0, 0, 2].item() == pytest.approx(whole)
     with pytest.raises(ConfigError, match="speller_price at least 0"):
         validate_config(LMConfig(speller_price=-1.0))
+
+
+@pytest.mark.parametrize("speller", ["lstm", "bigram"])
+def test_the_speller_learns_the_words_whole_beside_the_marginal(speller):
+    """``speller_words``: ``spelled_whole`` is the speller's probability of each text as one
+    segment (without a lexicon, the score of the segmentation that never splits), and the trainer
+    adds its negative log-likelihood per character, at that weight, to the marginal's."""
+    lm = tiny("slm", context="none", speller=speller)
+    texts = ["abab", "ba", "aab"]
+    chars = lm.encode(texts)
+    whole = SegmentedBatch.from_decisions(VOCAB, texts, [[0] * max(len(t) - 1, 1) for t in texts])
+    assert torch.allclose(lm.spelled_whole(chars), lm.score(whole).total, atol=1e-5)
+    lm.config = replace(lm.config, speller_words=0.5)
+    per_char = -lm.score(whole).total.sum().item() / sum(len(t) + 1 for t in texts)
+    stats = LMTrainer(lm, lr=1e-3).marginal_step(texts)  # its loss, before its update
+    assert stats["speller_bits_per_char"] == pytest.approx(per_char / math.log(2), rel=1e-3)
+    with pytest.raises(ConfigError, match="speller_words must be at least 0"):
+        validate_config(LMConfig(speller_words=-1.0))

@@ -145,6 +145,13 @@ class LMConfig:
     """The largest share of the lexicon's entries one pruning removes (those that gain least for
     their price first), so that entries whose uses the first epochs' model undercounts stay for the
     next count."""
+    speller_words: float = 0.0
+    """``slm`` without context: the weight of a second term of the training loss, the speller's
+    own negative log-likelihood of the batch's texts each spelled whole (per character). Learnt by
+    the marginal likelihood alone, the speller learns only what the lexicon leaves it and can end
+    up spelling worse than a uniform draw, so that unseen stems are cut into lexicon pieces; with
+    it, the speller is the corpus's spelling model, the base distribution from which a Bayesian
+    segmenter draws a new morph. 0: the marginal alone."""
     speller_price: float = 0.0
     """``slm``: nats per character that a segment spelled by the speller (not drawn from the
     lexicon) costs in the training objective, as if a segment spelled for one use were an entry
@@ -188,6 +195,8 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}lexicon_prune needs a direct lexicon ({prefix}lexicon_logits = 'direct')"
             )
+        if self.speller_words < 0:
+            raise ConfigError(f"{prefix}speller_words must be at least 0, got {self.speller_words}")
         if not 0.0 < self.lexicon_prune_fraction <= 1.0 or self.speller_price < 0:
             raise ConfigError(
                 f"{prefix}lexicon_prune_fraction must be in (0, 1] and {prefix}speller_price at "

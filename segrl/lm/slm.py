@@ -322,6 +322,20 @@ class SLM(SegmentLM):
         flips = torch.where(batch.ends, split_flip, join_flip)
         return torch.where(flippable, flips, torch.zeros_like(flips))
 
+    def spelled_whole(self, chars: CharBatch) -> torch.Tensor:
+        """Differentiable ``[B]``: the speller's own log-probability of each text spelled as one
+        segment, its end included (``config.speller_words``; without context only: every text
+        from ``no_context``)."""
+        if self.config.context != "none":
+            raise ConfigError("the speller spells whole texts from no context only (context='none')")
+        chars = chars.to(self.device)
+        space = space_mask(self.vocab, chars)
+        rows = torch.arange(len(chars), device=self.device)
+        starts = torch.zeros_like(rows)
+        spans = self._shared_spans(chars, space, rows, starts, chars.lengths)  # [B, L + 1]
+        end = self.speller.end_scores(self.no_context.unsqueeze(0))  # [1]
+        return spans[rows, chars.lengths] + end
+
     def lexicon_description_length(self, uses: float) -> torch.Tensor:
         """The lexicon's description length in nats (``Lexicon.description_length`` at
         ``config.lexicon_cost`` nats per character) for ``uses`` segments; 0 without a lexicon."""

@@ -73,7 +73,12 @@ class LMTrainer:
         probe = self.usage.probe() if self.usage is not None else None
 
         def loss() -> tuple[torch.Tensor, dict[str, float]]:
-            nll, stats = model.marginal_loss(model.encode(texts))
+            chars = model.encode(texts)
+            nll, stats = model.marginal_loss(chars)
+            if model.config.speller_words:  # the speller learns the texts' spelling too
+                spelled = -model.spelled_whole(chars).sum() / (chars.lengths + 1).sum()
+                stats["speller_bits_per_char"] = spelled.item() / math.log(2)
+                nll = nll + model.config.speller_words * spelled
             if not (self.corpus_chars and model.config.lexicon_cost):
                 return nll, stats
             length = model.lexicon_description_length(self.lexicon_uses)
