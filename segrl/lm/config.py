@@ -30,14 +30,24 @@ PRICED_LEXICON_LENGTH_PENALTY = 0.02
 (``lexicon_cost`` above 0): the description length already moves mass from long entries to their
 parts, and with 0.05 on top English over-split (boundary F1 0.51 against 0.58 at 0.02; the teacher
 study, docs/studies/2026-11-26-teacher.md)."""
-LEXICON_COST = 2.0
-"""``segrl lm train``'s ``lexicon_cost`` (and the LM evaluator's on a word list): 2 nats per
-character of an entry's spelling. Chosen for the direct lexicon (``lexicon_logits = "direct"``) on
-English, Hungarian, Spanish, Czech and the bundled corpus together: 1, 2, 3 and 4 at seed 0, then 2
-against 3 over three seeds, where 2 raised Czech by 0.02 and moved the others by less than their
-seeds' spread (the teacher study, docs/studies/2026-11-26-teacher.md). 3 was the choice for the
-projected lexicon, with which it raised boundary F1 over the unpriced lexicon in English, Hungarian
-and Spanish; 10 did worse everywhere."""
+LEXICON_COST = 1.0
+"""``segrl lm train``'s ``lexicon_cost`` (and the LM evaluator's on a word list): 1 nat per
+character of an entry's spelling, the price its uses must gain to keep it in a pruned lexicon
+(``lexicon_prune``) and the expected price of the lexicon's description length. Chosen with the
+bigram speller and the pruned lexicon on the seven corpora of the transfer suite together (seed
+0; prices 0.5, 1, 2 and 3: a lower price keeps longer entries, a higher one only short pieces, and
+Mongolian, the worst corpus, is best at 1; the transfer study,
+docs/studies/2026-11-28-transfer.md). 2 was the price of the LSTM speller's lexicon before,
+chosen on five corpora at 1,500 updates (docs/studies/2026-11-26-teacher.md)."""
+WORD_LIST_SPELLER: LMSpeller = "bigram"
+"""``segrl lm train``'s speller on a word list and on running text, and the LM evaluator's on a word
+list: a character bigram without context, with the lexicon pruned (``lexicon_prune``). With the
+LSTM speller the marginal likelihood keeps words whole the longer it trains (the held-out bits
+per character fall while the segmentation goes: on the Mongolian list from boundary F1 0.35 at one
+epoch to 0.05 without a lexicon, 0.59 to 0.24 with a pruned one), and the lexicon of 100,000
+substrings holds whole words: the LSTM teacher cut Mongolian at 0.17 units per character against
+the gold's 0.26 (F1 0.26, Morfessor 0.79). With the bigram speller and the pruned lexicon every
+curve is flat to the stopping point (the transfer study, docs/studies/2026-11-28-transfer.md)."""
 SLM_LEXICON_SIZE = 100_000
 """The lexicon of an ``slm`` without context on a word list unless one is given (``segrl lm
 train``): the 100,000 substrings found in the most training word types. Against no lexicon it raised
@@ -95,13 +105,15 @@ class LMConfig:
     ``WORD_DISCOVERY_CONTEXT``."""
     speller_dim: int = 256
     """The speller LSTM (and the segment composer of ``segment-lstm``)."""
-    speller: LMSpeller = "lstm"
+    speller: LMSpeller | None = "lstm"
     """How a segment is spelled: ``lstm``, a character LSTM from the segment's context
     (``segrl.lm.speller.Speller``), or without an LSTM and without condition (``slm`` without
     context only; ``MarkovSpeller``): ``unigram``, each character (and the segment's end) drawn
     from one distribution, the base distribution of the Bayesian segmenters and Morfessor's
     spelling code, ``bigram``, each drawn given the character before it, or ``trigram``, given
-    the two before it."""
+    the two before it. None (``segrl lm train``'s and the LM evaluator's default): from
+    ``LM_DEFAULTS`` (``WORD_LIST_SPELLER`` without context on a word list, ...), ``lstm`` with
+    context."""
     max_segment_length: int | None = NO_LIMIT
     """Most characters per segment; longer segments get probability 0. ``NO_LIMIT`` (-1):
     unbounded (with known word boundaries the dynamic programs then span whole words). Set it for
@@ -135,13 +147,14 @@ class LMConfig:
     """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's):
     0.1, chosen on English, Hungarian, Spanish, Czech and the bundled corpus together (0.03 trained
     too slowly, 0.3 lost in Spanish and Czech; docs/studies/2026-11-26-teacher.md)."""
-    lexicon_prune: bool = False
+    lexicon_prune: bool | None = False
     """``slm`` with a direct lexicon and a ``lexicon_cost``: after every epoch, entries whose
     counted uses gain the corpus less likelihood than their spelling costs (``lexicon_cost`` nats a
     character) leave the lexicon for good, as in Morfessor's search (``segrl.lm.lexicon.
     LexiconUsage``); without it the expected price lets entries that a word or two use (whole
-    words, most of all) keep their words."""
-    lexicon_prune_fraction: float = 0.5
+    words, most of all) keep their words. None (``segrl lm train``'s and the LM evaluator's
+    default): from ``LM_DEFAULTS`` where the lexicon is direct and priced, else off."""
+    lexicon_prune_fraction: float = 1.0
     """The largest share of the lexicon's entries one pruning removes (those that gain least for
     their price first), so that entries whose uses the first epochs' model undercounts stay for the
     next count."""
@@ -234,27 +247,37 @@ class LMDefaults:
     """Of an LM with context (``lstm`` or ``words``)."""
     priced_length_penalty: float
     """Of an ``slm`` with a lexicon whose entries are priced (``lexicon_cost`` above 0)."""
+    speller: LMSpeller
+    """Of an ``slm`` without context (with context: ``lstm``)."""
+    lexicon_prune: bool
+    """Where the lexicon is direct and priced (else off)."""
 
 
 LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
     ("lm-train", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
+        WORD_LIST_SPELLER, True,
     ),
     ("lm-train", "text"): LMDefaults(
-        "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct", 0.0, 0.0, 0.0
+        "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct", 0.0, 0.0, 0.0,
+        WORD_LIST_SPELLER, True,
     ),
     ("lm-train", "unspaced"): LMDefaults(
         WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
-        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY,
+        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY, "lstm", False,
     ),
     ("evaluator", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
+        WORD_LIST_SPELLER, True,
     ),
-    ("evaluator", "text"): LMDefaults("none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0),
+    ("evaluator", "text"): LMDefaults(
+        "none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0, "lstm", False
+    ),
     ("evaluator", "unspaced"): LMDefaults(
-        WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0
+        WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0,
+        "lstm", False,
     ),
 }  # fmt: skip
 """The LM's defaults, in one place: by who uses it (``segrl lm train``'s model, the agent's LM
@@ -271,6 +294,8 @@ TABLE_OPTIONS = (
     "lexicon_cost",
     "lexicon_logits",
     "length_penalty",
+    "speller",
+    "lexicon_prune",
 )
 """The options of an ``LMConfig`` that ``LM_DEFAULTS`` gives values."""
 
@@ -312,6 +337,13 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
     max_segment_length = config.max_segment_length
     if max_segment_length is None:
         max_segment_length = row.max_segment_length
+    speller = config.speller
+    if speller is None:  # a Markov speller reads no context
+        speller = row.speller if config.model == "slm" and context == "none" else "lstm"
+    lexicon_prune = config.lexicon_prune
+    if lexicon_prune is None:
+        direct = lexicon_logits == "direct" and config.categories == "none"
+        lexicon_prune = row.lexicon_prune and bool(lexicon_size) and lexicon_cost > 0 and direct
     return dataclasses.replace(
         config,
         context=context,
@@ -320,6 +352,8 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
         lexicon_cost=lexicon_cost,
         lexicon_logits=lexicon_logits,
         length_penalty=length_penalty,
+        speller=speller,
+        lexicon_prune=lexicon_prune,
     )
 
 

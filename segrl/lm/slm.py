@@ -327,7 +327,9 @@ class SLM(SegmentLM):
         segment, its end included (``config.speller_words``; without context only: every text
         from ``no_context``)."""
         if self.config.context != "none":
-            raise ConfigError("the speller spells whole texts from no context only (context='none')")
+            raise ConfigError(
+                "the speller spells whole texts from no context only (context='none')"
+            )
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
         rows = torch.arange(len(chars), device=self.device)
