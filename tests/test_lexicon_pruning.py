@@ -85,7 +85,10 @@ def test_pruning_drops_entries_whose_uses_do_not_pay_for_their_spelling():
     0, no price, and is never counted again."""
     lm = direct_lm()
     usage = LexiconUsage(lm.lexicon)
+    assert usage.prune(torch.ones(4), price=2.0) == {}  # nothing counted: nothing to prune on
+    assert usage.kept().all()
     usage.counts = torch.tensor([10.0, 0.5, 3.0, 0.01], dtype=torch.float64)
+    usage.updates = 1
     gains = torch.tensor([1.0, 2.0, 0.5, 50.0])  # gained: 10, 1, 1.5, 0.5 nats
     # prices at 2 nats a character: 4, 6, 6, 8
     assert usage.prune(gains, price=2.0, fraction=0.5) == {
@@ -100,6 +103,7 @@ def test_pruning_drops_entries_whose_uses_do_not_pay_for_their_spelling():
     length = lm.lexicon.description_length(lm.no_context, 1e9, 2.0)
     assert length.item() == pytest.approx(2.0 * (2 + 3))  # 'a' and 'ba' pay, the pruned do not
     usage.counts = torch.tensor([10.0, 0.0, 3.0, 0.0], dtype=torch.float64)
+    usage.updates = 1
     usage.prune(gains, price=2.0, fraction=1.0)  # 'ba' gains 1.5 < 6 now that nothing caps it
     assert usage.kept().tolist() == [True, False, False, False]
     with pytest.raises(ConfigError, match="lexicon_prune needs a direct lexicon"):
@@ -125,6 +129,7 @@ def test_the_trainer_prunes_an_entry_no_text_uses_and_keeps_the_one_they_share()
     kept = dict(zip(LEXICON, trainer.usage.kept().tolist(), strict=True))
     assert not kept["bab"] and kept["ab"]
     assert pruned["lexicon_pruned"] >= 1 and pruned["lexicon_entries"] >= 1
+    assert trainer.prune_lexicon() == {}  # no update since: no second pruning on zero counts
     plain = LMTrainer(direct_lm(prune=False), lr=0.01, corpus=texts)
     plain.marginal_step(texts)
     assert plain.usage is None and plain.prune_lexicon() == {}

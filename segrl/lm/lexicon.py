@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -239,6 +240,8 @@ class LexiconUsage:
     def __init__(self, lexicon: DirectLexicon):
         self.lexicon = lexicon
         self.counts = torch.zeros(len(lexicon), dtype=torch.float64)
+        self.updates = 0
+        """Updates counted since the last pruning: with none, there is nothing to prune on."""
 
     def probe(self) -> torch.Tensor:
         """A fresh zero probe on the lexicon; read it with ``add`` after the backward pass."""
@@ -252,6 +255,7 @@ class LexiconUsage:
         self.lexicon.count_probe = None
         if probe.grad is not None:
             self.counts += (probe.grad.detach().double() / scale).clamp(min=0).cpu()
+            self.updates += 1
 
     def kept(self) -> torch.Tensor:
         """[M] bool: the entries still in the lexicon."""
@@ -261,7 +265,10 @@ class LexiconUsage:
     def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:
         """Prunes the kept entries whose ``gains`` ([M] nats per use) times their counted uses are
         below their spelling's price, at most ``fraction`` of the kept entries, those that gain
-        least for their price first; resets the counts. Returns the entries kept and pruned."""
+        least for their price first; resets the counts. Returns the entries kept and pruned, or
+        {} where no update was counted since the last pruning (every count would read 0)."""
+        if not self.updates:
+            return {}
         kept = self.kept()
         cost = price * self.lexicon.spelled_chars.cpu().double()  # |m| + 1 characters
         gained = self.counts * gains.double().cpu()
@@ -273,10 +280,12 @@ class LexiconUsage:
             drop[torch.argsort(ratio, stable=True)[:limit]] = True
         self.lexicon.logits[drop.to(self.lexicon.logits.device)] = PRUNED_LOGIT
         self.counts.zero_()
+        self.updates = 0
         return {"lexicon_entries": float((kept & ~drop).sum()), "lexicon_pruned": float(drop.sum())}
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {"counts": self.counts.clone()}
+    def state_dict(self) -> dict[str, Any]:
+        return {"counts": self.counts.clone(), "updates": self.updates}
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.counts = state["counts"].clone().double()
+        self.updates = int(state.get("updates", 1))

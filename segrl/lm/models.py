@@ -32,6 +32,8 @@ SAVED_UNSET = {
     "lexicon_cost": 0.0,
     "lexicon_logits": "projected",
     "length_penalty": 0.0,
+    "speller": "lstm",
+    "lexicon_prune": False,
 }
 """What an option left None in a model file saved before configs were resolved meant to the model
 (``build_lm`` then took unset options; ``load_lm`` reads them so)."""

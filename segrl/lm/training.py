@@ -94,7 +94,7 @@ class LMTrainer:
     def prune_lexicon(self) -> dict[str, float]:
         """Prunes the lexicon entries that do not pay for their spelling, from the uses counted
         since the last pruning (``LexiconUsage.prune``); {} where the model does not prune."""
-        if self.usage is None:
+        if self.usage is None or not self.usage.updates:
             return {}
         model = require_slm(self.model, "lexicon pruning")
         kept = self.usage.kept()
