@@ -147,3 +147,64 @@ def test_lm_budget_curve_refuses_text_with_spaces_and_counts_out_of_order(tmp_pa
     assert done.stderr.startswith("lm_budget_curve: error: ") and "segmented:PATH" in done.stderr
     done = curve(f"segmented:{utterance_splits(tmp_path / 'br')}", "--at", "500,250")
     assert done.returncode == 2 and "positive and increasing" in done.stderr
+
+
+def _transfer_table():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("transfer_table", TOOLS / "transfer_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_transfer_table_judges_a_teacher_by_its_worst_corpus():
+    """The margin over the best classic segmenter (the best mean of Morfessor, unigram and BPE,
+    never characters) per corpus, its minimum and its mean; the stopping point beside 1,500
+    updates, and the curve of seed 0."""
+    tool = _transfer_table()
+
+    def seeds(*f1s, density=0.3):
+        return {
+            "seeds": {
+                i: {
+                    "boundary_precision": 0.5,
+                    "boundary_recall": 0.5,
+                    "boundary_f1": f1,
+                    "density": density,
+                    "run_id": f"r{i}",
+                }
+                for i, f1 in enumerate(f1s)
+            }
+        }
+
+    rows = {
+        ("a", "morfessor"): seeds(0.6, 0.6),
+        ("a", "unigram"): seeds(0.4),
+        ("a", "characters"): seeds(0.9),
+        ("a", "slm"): seeds(0.7, 0.5),
+        ("a", "slm-1500"): seeds(0.55, 0.55),
+        ("b", "bpe"): seeds(0.3),
+        ("b", "slm"): seeds(0.2, 0.2),
+    }
+    table = tool.corpus_table(rows, {"a": 0.25, "b": 0.4}, ["slm"])
+    assert "| a | 0.250 | 0.600 morfessor |" in table  # characters is no subword segmenter
+    assert "| slm − best classic | +0.000 | -0.100 | **-0.100** | -0.050 |" in table
+    assert "**0.600 ± 0.141**" in table
+    history = {"a": {0: [(10, 0.4, 3.5), (20, 0.7, 3.2)], 1: [(10, 0.3, 3.6)]}}
+    curve = tool.curve_table(rows, "slm", history)
+    assert (
+        "| a | 0.600 ± 0.141 | 0.550 ± 0.000 | +0.050 | 20, 10 | 0.400 / 3.50, 0.700 / 3.20 |"
+        in curve
+    )
+
+
+def test_transfer_table_names_a_folder_that_is_no_bench(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(TOOLS / "transfer_table.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("transfer_table: error: ") and "cells.json" in done.stderr
