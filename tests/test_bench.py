@@ -104,7 +104,9 @@ def test_transfer_suite_reads_the_words_of_gold_files_as_corpora(tmp_path):
     assert latin.corpus == f"goldwords:{(data / 'lat.word.dev.tsv').resolve()}"
     assert mongolian.corpus == f"goldwords:{(data / 'mon.word.train.tsv').resolve()}"
     assert mongolian.gold == str((data / "mon.word.train.tsv").resolve())
-    assert {"morfessor", "unigram", "slm", "slm-1500", "agent"} <= {s.name for s in suite.systems}
+    assert {"morfessor", "unigram", "slm", "slm-1500", "agent", "agent-6000"} <= {
+        s.name for s in suite.systems
+    }
 
 
 def test_missing_data_dir_is_a_clear_error(tmp_path):
