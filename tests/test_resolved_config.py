@@ -123,7 +123,8 @@ def test_a_default_lm_rewarded_agent_run_names_every_option(mlflow_store, small_
 @pytest.mark.slow
 def test_a_default_lm_train_run_on_a_word_list_names_every_option(mlflow_store):
     """``segrl lm train`` on a word list: the model of ``LM_DEFAULTS``' row (a priced lexicon of
-    100,000 entries, no context, the priced length penalty), its budget in updates, every option
+    100,000 entries pruned to what pays at 1 nat a character, spelled by a bigram speller, no
+    context, the priced length penalty), its budget in updates, every option
     logged and saved with its value."""
     out = mlflow_store / "lm"
     args = ["--corpus", "wordfreq:en", "--max-words", "300", "--steps", "2", "--hidden-dim", "16"]
@@ -134,8 +135,10 @@ def test_a_default_lm_train_run_on_a_word_list_names_every_option(mlflow_store):
         "lm.lexicon_size": str(SLM_LEXICON_SIZE),
         "lm.context": "none",
         "lm.length_penalty": "0.02",
-        "lm.lexicon_cost": "2.0",
+        "lm.lexicon_cost": "1.0",
         "lm.lexicon_logits": "direct",
+        "lm.speller": "bigram",
+        "lm.lexicon_prune": "True",
         "lm.max_segment_length": str(NO_LIMIT),
         "steps": "2",
         "data.corpus": "wordfreq:en",
