@@ -101,10 +101,25 @@ class Speller(nn.Module):
         output, row, step, _ = self.rnn(inputs, lengths, self.initial_state(cond))  # [S, H]
         logits = self.out(self.dropout(output))  # [S, V]
         logits = logits + self.step_mask(inputs.shape[1], logits.device)[step]
+        return self.no_end_after_space(logits, row, step, after_space), row, step
+
+    def no_end_after_space(
+        self,
+        logits: torch.Tensor,
+        row: torch.Tensor,
+        step: torch.Tensor,
+        after_space: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Log-softmax of ``logits [S, V]`` at the used (``row``, ``step``) pairs, where a segment
+        that follows a space (``after_space [N]``, None: nowhere) may not end before its first
+        character."""
         if after_space is not None:
             no_end = (step == 0) & after_space[row]
-            logits[:, self.eos_id] = torch.where(no_end, NEG_INF, logits[:, self.eos_id])
-        return torch.log_softmax(logits, dim=-1), row, step
+            eos = torch.where(no_end, NEG_INF, logits[:, self.eos_id])
+            logits = torch.cat(
+                [logits[:, : self.eos_id], eos[:, None], logits[:, self.eos_id + 1 :]], 1
+            )
+        return torch.log_softmax(logits, dim=-1)
 
     def log_probs(
         self,
@@ -320,11 +335,7 @@ class MarkovSpeller(Speller):
         firsts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
         step = torch.arange(row.shape[0], device=inputs.device) - firsts  # [S]
         logits = self.step_logits(step, self._histories(inputs)[row, step])
-        if after_space is not None:
-            no_end = (step == 0) & after_space[row]
-            logits = logits.clone()
-            logits[:, self.eos_id] = torch.where(no_end, NEG_INF, logits[:, self.eos_id])
-        return torch.log_softmax(logits, dim=-1), row, step
+        return self.no_end_after_space(logits, row, step, after_space), row, step
 
     def shared_span_scores(
         self,
