@@ -199,6 +199,32 @@ def test_transfer_table_judges_a_teacher_by_its_worst_corpus():
     )
 
 
+def test_transfer_table_sets_each_student_beside_its_teacher():
+    """What the agent adds over its own LM's segmentation, seed by seed, and the worst corpus's
+    margins over its teacher and over the best classic segmenter."""
+    tool = _transfer_table()
+
+    def seeds(*runs):
+        return {
+            "seeds": {
+                i: {"boundary_f1": f1, "viterbi": viterbi, "posterior": posterior}
+                for i, (f1, viterbi, posterior) in enumerate(runs)
+            }
+        }
+
+    rows = {
+        ("a", "morfessor"): {"seeds": {0: {"boundary_f1": 0.5}}},
+        ("a", "agent"): seeds((0.6, 0.5, 0.55), (0.6, 0.7, 0.65)),
+        ("b", "unigram"): {"seeds": {0: {"boundary_f1": 0.45}}},
+        ("b", "agent"): seeds((0.3, 0.35, 0.3)),
+    }
+    table = tool.student_table(rows, ["a", "b"], ["agent"])
+    assert "| a | 0.500 morfessor | agent | **0.600 ± 0.000** | 0.600 ± 0.141 |" in table
+    assert "| +0.100, -0.100 |" in table  # per seed: student minus its own run's Viterbi
+    assert "| agent − its teacher (Viterbi) | +0.000 | -0.050 | **-0.050** | -0.025 |" in table
+    assert "| agent − best classic | +0.100 | -0.150 | **-0.150** | -0.025 |" in table
+
+
 def test_transfer_table_names_a_folder_that_is_no_bench(tmp_path):
     done = subprocess.run(
         [sys.executable, str(TOOLS / "transfer_table.py"), str(tmp_path)],

@@ -10,10 +10,14 @@ name, in the store ``MLFLOW_TRACKING_URI`` names) and prints Markdown:
   precision / recall / F1 (mean ± sd over its seeds) and units per character of the gold words
   beside the gold's; then the margin of each teacher over the best classic, with its minimum over
   the corpora (the worst corpus) and its mean;
+- ``--students SYSTEMS``: each agent beside its teacher, the LM that rewarded it (the agent run's
+  own ``lm-viterbi`` and ``lm-posterior`` rows): what the student adds over its teacher, seed by
+  seed, and its margin over the best classic segmenter;
 - ``--curve SYSTEM``: that system's gold curve (``eval/boundary_f1``, logged by ``segrl lm train``
-  after every epoch) and held-out bits per character, epoch by epoch to its stopping point, seed by
-  seed, and the F1 at its stopping point beside the F1 at 1,500 updates (the ``slm-1500`` system),
-  and ``--plot FILE`` draws the curves.
+  after every epoch and by ``segrl train`` every ``--eval-every`` updates) and held-out bits per
+  character (the agent's: its LM's marginal ones), to its stopping point, seed by seed, and the F1
+  at its stopping point beside the F1 at the shorter budget (``slm`` beside ``slm-1500``,
+  ``agent-6000`` beside ``agent``), and ``--plot FILE`` draws the curves.
 
     MLFLOW_TRACKING_URI=sqlite:///mlflow.db python tools/transfer_table.py \\
         runs/bench/transfer-classic runs/bench/transfer-teacher --curve slm --plot curves.png
@@ -40,8 +44,13 @@ from segrl.metrics import units_per_char
 
 CLASSIC = ("morfessor", "unigram", "bpe")
 """The classic subword segmenters, of which the best is the bar a teacher is judged against."""
-BUDGET_SYSTEM = "slm-1500"
-"""The suite's teacher at 1,500 updates, beside which its stopping point is read."""
+BUDGET_SYSTEMS = {"slm": "slm-1500", "agent-6000": "agent"}
+"""The suite's system at the shorter budget beside which each curve's stopping point is read: the
+teacher at 1,500 updates, the main job at its default budget (2,000 updates, a third of 6,000)."""
+TEACHER_ROWS = {"viterbi": "/lm-viterbi", "posterior": "/lm-posterior"}
+"""The agent run's child runs that score its LM's own segmentations, by how they end."""
+BITS_PER_CHAR = ("valid_bits_per_char", "eval/lm_marginal_bits_per_char")
+"""The held-out bits per character of a teacher's run, and of an agent's LM."""
 
 
 def read_cells(benches: Sequence[Path]) -> list[dict]:
@@ -77,22 +86,59 @@ def _gold_max_words(options: Sequence[str]) -> int | None:
     return None
 
 
-def summary(cells: list[dict], client: MlflowClient) -> dict[tuple[str, str], dict]:
-    """Per (language, system): each seed's boundary P, R, F1 and gold units per character."""
+def summary(
+    cells: list[dict], client: MlflowClient, students: Sequence[str] = ()
+) -> dict[tuple[str, str], dict]:
+    """Per (language, system): each seed's boundary P, R, F1 and gold units per character; for the
+    ``students``, also their teacher's F1 (``viterbi``, ``posterior``) from the run's child rows."""
     out: dict[tuple[str, str], dict] = {}
     for cell in cells:
-        metrics = client.get_run(cell["run_id"]).data.metrics
+        run = client.get_run(cell["run_id"])
+        metrics = run.data.metrics
         row = out.setdefault((cell["language"], cell["system"]), {"seeds": {}})
-        row["seeds"][int(cell["seed"])] = {
+        seed = row["seeds"][int(cell["seed"])] = {
             name: metrics.get(name, math.nan)
             for name in ("boundary_precision", "boundary_recall", "boundary_f1")
         } | {"density": metrics.get("gold_units_per_char", math.nan), "run_id": cell["run_id"]}
+        if cell["system"] in students:
+            children = client.search_runs(
+                [run.info.experiment_id], f"tags.mlflow.parentRunId = '{cell['run_id']}'"
+            )
+            for child in children:
+                for decoding, ending in TEACHER_ROWS.items():
+                    if child.info.run_name.endswith(ending):
+                        seed[decoding] = child.data.metrics.get("boundary_f1", math.nan)
     return out
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     values = list(values)
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def best_classic(rows: dict[tuple[str, str], dict], language: str) -> tuple[float, str]:
+    """The best mean boundary F1 of the classic segmenters on a corpus, and its segmenter."""
+    classic = [
+        (_mean_sd(s["boundary_f1"] for s in rows[language, c]["seeds"].values())[0], c)
+        for c in CLASSIC
+        if (language, c) in rows
+    ]
+    return max(classic) if classic else (math.nan, "-")
+
+
+def _margin_lines(
+    label: str, margins: dict[str, list[float]], languages: Sequence[str]
+) -> list[str]:
+    """A row per system of its margins per corpus, their minimum (the worst corpus) and mean."""
+    lines = [f"| {label} | " + " | ".join(languages) + " | worst | mean |"]
+    lines.append("|---|" + "---:|" * (len(languages) + 2))
+    for system, values in margins.items():
+        known = [v for v in values if not math.isnan(v)]
+        worst = min(known) if known else math.nan
+        mean = statistics.fmean(known) if known else math.nan
+        shown = " | ".join("-" if math.isnan(v) else f"{v:+.3f}" for v in values)
+        lines.append(f"| {system} | {shown} | **{worst:+.3f}** | {mean:+.3f} |")
+    return lines
 
 
 def corpus_table(
@@ -110,12 +156,7 @@ def corpus_table(
     ]
     margins: dict[str, list[float]] = {t: [] for t in teachers}
     for language in languages:
-        classic = [
-            (_mean_sd(s["boundary_f1"] for s in rows[language, c]["seeds"].values())[0], c)
-            for c in CLASSIC
-            if (language, c) in rows
-        ]
-        best, best_name = max(classic) if classic else (math.nan, "-")
+        best, best_name = best_classic(rows, language)
         cells = []
         for teacher in teachers:
             if (language, teacher) not in rows:
@@ -137,16 +178,50 @@ def corpus_table(
             + " | ".join(cells)
             + " |"
         )
-    lines += ["", "| teacher | " + " | ".join(languages) + " | worst | mean |"]
-    lines.append("|---|" + "---:|" * (len(languages) + 2))
-    for teacher in teachers:
-        values = margins[teacher]
-        known = [v for v in values if not math.isnan(v)]
-        worst = min(known) if known else math.nan
-        mean = statistics.fmean(known) if known else math.nan
-        shown = " | ".join("-" if math.isnan(v) else f"{v:+.3f}" for v in values)
-        lines.append(f"| {teacher} − best classic | {shown} | **{worst:+.3f}** | {mean:+.3f} |")
-    return "\n".join(lines)
+    named = {f"{teacher} − best classic": values for teacher, values in margins.items()}
+    return "\n".join([*lines, "", *_margin_lines("teacher", named, languages)])
+
+
+def student_table(
+    rows: dict[tuple[str, str], dict], languages: Sequence[str], students: Sequence[str]
+) -> str:
+    """Each student beside its teacher (its LM's Viterbi and posterior segmentations of the same
+    gold, at the end of the same run), seed by seed, and both against the best classic."""
+    lines = [
+        "| corpus | best classic | student | its F1 | teacher: Viterbi | teacher: posterior | "
+        "student − Viterbi, per seed |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    margins: dict[str, list[float]] = {}
+    for student in students:
+        added, over_classic = [], []
+        for language in languages:
+            best, best_name = best_classic(rows, language)
+            if (language, student) not in rows:
+                added.append(math.nan)
+                over_classic.append(math.nan)
+                continue
+            seeds = rows[language, student]["seeds"]
+            f1, sd = _mean_sd(s["boundary_f1"] for s in seeds.values())
+            cells = []
+            for decoding in TEACHER_ROWS:
+                mean, spread = _mean_sd(s.get(decoding, math.nan) for s in seeds.values())
+                cells.append(f"{mean:.3f} ± {spread:.3f}")
+            per_seed = ", ".join(
+                f"{s['boundary_f1'] - s.get('viterbi', math.nan):+.3f}"
+                for _, s in sorted(seeds.items())
+            )
+            lines.append(
+                f"| {language} | {best:.3f} {best_name} | {student} | **{f1:.3f} ± {sd:.3f}** | "
+                + " | ".join(cells)
+                + f" | {per_seed} |"
+            )
+            teacher = _mean_sd(s.get("viterbi", math.nan) for s in seeds.values())[0]
+            added.append(f1 - teacher)
+            over_classic.append(f1 - best)
+        margins[f"{student} − its teacher (Viterbi)"] = added
+        margins[f"{student} − best classic"] = over_classic
+    return "\n".join([*lines, "", *_margin_lines("student", margins, languages)])
 
 
 def curves(
@@ -162,10 +237,11 @@ def curves(
                 m.step: m.value
                 for m in client.get_metric_history(values["run_id"], "eval/boundary_f1")
             }
-            bpc = {
-                m.step: m.value
-                for m in client.get_metric_history(values["run_id"], "valid_bits_per_char")
-            }
+            bpc = {}
+            for name in BITS_PER_CHAR:
+                bpc = bpc or {
+                    m.step: m.value for m in client.get_metric_history(values["run_id"], name)
+                }
             out.setdefault(language, {})[seed] = [
                 (step, f1[step], bpc.get(step, math.nan)) for step in sorted(f1)
             ]
@@ -177,16 +253,17 @@ def curve_table(
     system: str,
     history: dict[str, dict[int, list[tuple[int, float, float]]]],
 ) -> str:
-    """Per corpus: the stopping point against 1,500 updates, and seed 0's curve."""
+    """Per corpus: the stopping point against the shorter budget, and seed 0's curve."""
+    shorter = BUDGET_SYSTEMS.get(system, "-")
     lines = [
-        f"| corpus | {system} at its stopping point: F1 | at 1,500 updates ({BUDGET_SYSTEM}) | "
+        f"| corpus | {system} at its stopping point: F1 | at the shorter budget ({shorter}) | "
         "difference | updates to the stop (seeds) | seed 0: gold F1 / held-out bits per character "
-        "after each epoch |",
+        "at each evaluation |",
         "|---|---:|---:|---:|---|---|",
     ]
     for language, seeds in history.items():
         stop = _mean_sd(s["boundary_f1"] for s in rows[language, system]["seeds"].values())
-        budget = rows.get((language, BUDGET_SYSTEM))
+        budget = rows.get((language, shorter))
         at_budget = _mean_sd(s["boundary_f1"] for s in budget["seeds"].values()) if budget else None
         steps = ", ".join(str(points[-1][0]) for _, points in sorted(seeds.items()) if points)
         first = seeds.get(0) or next(iter(seeds.values()))
@@ -231,14 +308,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--teachers", default="slm", help="the systems to judge, comma-separated (default: slm)"
     )
+    parser.add_argument(
+        "--students", default="", help="agent systems to show beside their teachers (e.g. agent)"
+    )
     parser.add_argument("--curve", help="a system whose gold curve to show (e.g. slm)")
     parser.add_argument("--plot", type=Path, help="draw the curve into this PNG")
     args = parser.parse_args(argv)
     try:
         client = MlflowClient()
-        rows = summary(read_cells(args.benches), client)
+        students = [s for s in args.students.split(",") if s]
+        rows = summary(read_cells(args.benches), client, students)
         densities = gold_densities(args.data_dir)
         print(corpus_table(rows, densities, args.teachers.split(",")))
+        if students:
+            print()
+            print(student_table(rows, list(densities), students))
         if args.curve:
             history = curves(rows, args.curve, client)
             print()
