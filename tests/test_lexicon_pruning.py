@@ -120,6 +120,7 @@ def test_the_trainer_prunes_an_entry_no_text_uses_and_keeps_the_one_they_share()
     trainer = LMTrainer(lm, lr=0.01, corpus=texts)
     for _ in range(3):
         trainer.marginal_step(texts)
+    assert trainer.prune_lexicon(min_updates=4) == {}  # three updates' uses are not an epoch's
     state = trainer.state_dict()
     copy = LMTrainer(direct_lm(), lr=0.01, corpus=texts)
     copy.load_state_dict(state)

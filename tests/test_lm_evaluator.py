@@ -593,3 +593,12 @@ def test_the_evaluators_lm_prunes_its_lexicon_after_pretraining_and_every_epoch(
     kept = evaluator.trainer.usage.kept()
     assert not (kept & ~after_pretraining).any()  # a pruned entry stays out
     assert logged[pruned_at[-1]]["lm_lexicon_entries"] == kept.sum().item()
+    # a pre-training shorter than an epoch does not prune on its uses; the first pruning comes
+    # once an epoch's updates are counted, never on the few updates that end an epoch's count
+    short = replace(config, pretrain_steps=2)
+    lm = build_lm(short.arch, vocab, substring_lexicon(WORDS, 40))
+    evaluator = LMEvaluator(lm, short, seed=0, words=counts)
+    stats = evaluator.pretrain([batch])
+    assert evaluator.trainer.steps == 2 and "lm_lexicon_entries" not in stats
+    logged = [evaluator.update(batch) for _ in range(4)]
+    assert [i for i, s in enumerate(logged) if "lm_lexicon_entries" in s] == [0, 3]

@@ -138,7 +138,8 @@ class LMEvaluator(Evaluator):
         self.pretrained = False
         self.prune_every = max(1, math.ceil(len(self.words) / config.batch_size))
         """LM updates between prunings of its lexicon (``LMConfig.lexicon_prune``): an epoch of the
-        corpus's word types, as ``segrl lm train`` prunes after every epoch."""
+        corpus's word types, as ``segrl lm train`` prunes after every epoch; a pruning weighs the
+        uses counted over at least that many updates, never fewer."""
 
     @classmethod
     def from_config(
@@ -278,7 +279,8 @@ class LMEvaluator(Evaluator):
 
         for chunk in itertools.islice(chunks(), self.config.pretrain_steps):
             stats = self._step(chunk)
-        stats.update(self.trainer.prune_lexicon())  # the pre-trained lexicon's entries that pay
+        # the pre-trained lexicon's entries that pay, where it counted an epoch's uses
+        stats.update(self.trainer.prune_lexicon(min_updates=self.prune_every))
         self.buffer.extend(examples)
         if self.counts_segmentations:
             teacher = self.teacher
@@ -322,8 +324,7 @@ class LMEvaluator(Evaluator):
                 drawn = self.rng.choice(len(self.words), self.config.batch_size, p=self.word_probs)
                 texts = sorted({self.words[i] for i in drawn})
             stats = self.trainer.marginal_step(texts)
-            if self.trainer.steps % self.prune_every == 0:
-                stats.update(self.trainer.prune_lexicon())
+            stats.update(self.trainer.prune_lexicon(min_updates=self.prune_every))
         else:
             longest = limit(self.lm.config.max_segment_length)
             if longest is not None:  # segments the model cannot spell are left out

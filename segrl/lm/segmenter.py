@@ -344,7 +344,7 @@ def train_lm_segmenter(
             progress["bad_epochs"] += 1
         # the lexicon's entries that do not pay go once the epoch's model is judged (and kept
         # where best): the next epoch's model is judged after training on without them
-        pruned = trainer.prune_lexicon()
+        pruned = trainer.prune_lexicon(min_updates=per_epoch)  # a whole epoch's uses
         if pruned:
             log_metrics(pruned, step)
             curve += f"; lexicon {pruned['lexicon_entries']:.0f} entries"

@@ -91,10 +91,13 @@ class LMTrainer:
             if probe is not None:  # the loss is -log p(X) over the batch's characters
                 self.usage.add(probe, scale=-1.0 / sum(len(t) + 1 for t in texts))
 
-    def prune_lexicon(self) -> dict[str, float]:
+    def prune_lexicon(self, min_updates: int = 1) -> dict[str, float]:
         """Prunes the lexicon entries that do not pay for their spelling, from the uses counted
-        since the last pruning (``LexiconUsage.prune``); {} where the model does not prune."""
-        if self.usage is None or not self.usage.updates:
+        since the last pruning (``LexiconUsage.prune``); {} where the model does not prune or
+        fewer than ``min_updates`` updates were counted since (an epoch's: an entry's price is
+        weighed against its uses in the whole corpus, and the uses of a part of it read as fewer,
+        so that a pruning on them takes entries that pay)."""
+        if self.usage is None or self.usage.updates < max(min_updates, 1):
             return {}
         model = require_slm(self.model, "lexicon pruning")
         kept = self.usage.kept()
