@@ -86,8 +86,9 @@ def test_pretraining_stops_at_its_steps(epochs, steps, updates):
     adam = evaluator.trainer.optimizer.state_dict()["state"]
     assert max((int(s["step"]) for s in adam.values()), default=0) == updates
     assert evaluator.pretrained and len(evaluator.buffer) == len(SENTENCES)
-    with pytest.raises(ConfigError, match="pretrain_epochs and pretrain_steps at least 0"):
-        validate_config(tiny_config(pretrain_steps=-1))
+    for wrong in ({"pretrain_steps": -1}, {"patience": -1}):
+        with pytest.raises(ConfigError, match="pretrain_steps and patience at least 0"):
+            validate_config(tiny_config(**wrong))
 
 
 def test_right_segmentation_scores_higher_than_characters_and_words(trained):
@@ -602,3 +603,61 @@ def test_the_evaluators_lm_prunes_its_lexicon_after_pretraining_and_every_epoch(
     assert evaluator.trainer.steps == 2 and "lm_lexicon_entries" not in stats
     logged = [evaluator.update(batch) for _ in range(4)]
     assert [i for i, s in enumerate(logged) if "lm_lexicon_entries" in s] == [0, 3]
+
+
+def test_the_evaluators_lm_stops_learning_on_its_patience_with_its_best_weights(one_thread):
+    """``patience``: every epoch of the corpus's word types in updates the LM's held-out marginal
+    bits per character are checked; after ``patience`` checks without improvement its best
+    weights come back and it learns no more (the agent then reads a fixed teacher); a resumed
+    evaluator keeps its best and stops where it would have stopped."""
+    vocab = CharVocab.from_texts(WORDS, "?")
+    batch = encode_segmentation_batch(vocab, WORDS)
+    config = tiny_config(objective="marginal", context="none", batch_size=6, lr=0.05, patience=1)
+    counts = {word: 1 for word in WORDS}  # 18 word types, 6 a batch: a check every 3 updates
+    with pytest.raises(ConfigError, match="held-out texts"):
+        LMEvaluator(build_lm(config.arch, vocab), config, seed=0, words=counts)
+    with pytest.raises(ConfigError, match="arch.model = 'slm'"):
+        validate_config(
+            tiny_config(model="segment-lstm", objective="joint", patience=1), "evaluator.lm."
+        )
+    # held-out words the tiny LM can only get worse at: the corpus's letters reversed
+    heldout = [word[::-1] for word in WORDS]
+    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, 0, counts, heldout)
+    assert evaluator.check_every == 3
+    stats = evaluator.pretrain([batch])
+    assert stats["lm_stopped"] == 0.0  # the pre-trained LM: the first best
+    first_best = evaluator.stopping["best_bpc"]
+    assert stats["lm_valid_bits_per_char"] == pytest.approx(first_best)
+    logged, step = [], 0
+    while not evaluator.stopping["stopped"]:
+        logged.append(evaluator.update(batch))
+        step += 1
+        assert step <= 300, "the LM never stopped on held-out texts it only gets worse at"
+    checks = [s for s in logged if "lm_valid_bits_per_char" in s]
+    assert len(checks) == step // 3 and step % 3 == 0  # checked every epoch, stopped on a check
+    assert checks[-1]["lm_stopped"] == 1.0
+    best = evaluator.stopping["best_bpc"]
+    assert checks[-1]["lm_valid_bits_per_char"] >= best  # the patience ran out on a worse one
+    # the best weights are back: the held-out texts score the best check's bits
+    from segrl.lm.training import bits_per_char
+
+    assert bits_per_char(evaluator.lm, heldout, batch_size=6) == pytest.approx(best, abs=1e-5)
+    weights = {k: v.clone() for k, v in evaluator.lm.state_dict().items()}
+    steps = evaluator.trainer.steps
+    assert all(evaluator.update(batch) == {} for _ in range(4))  # it learns no more
+    assert evaluator.trainer.steps == steps
+    for key, value in evaluator.lm.state_dict().items():
+        assert torch.equal(value, weights[key]), key
+    # resumed: stopped, with the same best
+    saved = io.BytesIO()
+    torch.save(evaluator.state_dict(), saved)
+    saved.seek(0)
+    resumed = LMEvaluator(build_lm(config.arch, vocab), config, 1, counts, heldout)
+    resumed.load_state_dict(torch.load(saved, weights_only=True))
+    assert resumed.stopping == evaluator.stopping and resumed.update(batch) == {}
+    # patience 0: it learns on whatever its held-out bits do, and checks nothing
+    never = replace(config, patience=0)
+    evaluator = LMEvaluator(build_lm(never.arch, vocab), never, 0, counts, heldout)
+    assert "lm_valid_bits_per_char" not in evaluator.pretrain([batch])
+    assert all("lm_valid_bits_per_char" not in evaluator.update(batch) for _ in range(6))
+    assert not evaluator.stopping["stopped"]

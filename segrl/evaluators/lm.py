@@ -60,6 +60,7 @@ given once at the end.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -81,9 +82,12 @@ from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import LMConfig, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
-from segrl.lm.training import LMTrainer
+from segrl.lm.training import LMTrainer, bits_per_char, settled, training_texts
 from segrl.runtime import eval_mode
 
+HELDOUT_TEXTS = 1000
+"""Held-out texts at most (every n-th of the corpus's) whose bits per character the LM's early
+stopping reads (``LMEvaluatorConfig.patience``)."""
 CAUSAL_REWARDS = ("incremental", "likelihood")
 """Variants whose rewards ``CharSegment`` can give step by step."""
 TEACHER_FILE = "teacher.json"
@@ -102,6 +106,8 @@ class LMEvaluator(Evaluator):
             (``posterior`` when ``config.reward`` is a sequence one or None).
         seed: seed of the replay buffer's draws and of ``resample``'s redraws.
         words: the training corpus's word counts (``texts = "corpus-words"`` draws from them).
+        heldout: held-out texts, whose marginal bits per character the LM's early stopping reads
+            (``config.patience``; ``from_config`` gives the corpus's held-out word types).
     """
 
     name = "lm"
@@ -112,8 +118,11 @@ class LMEvaluator(Evaluator):
         config: LMEvaluatorConfig,
         seed: int = 0,
         words: Mapping[str, int] | None = None,
+        heldout: Sequence[str] = (),
     ):
         validate_config(config, "evaluator.lm.")
+        if config.patience and not heldout:
+            raise ConfigError("evaluator.lm.patience needs held-out texts (heldout=)")
         if config.texts == "corpus-words" and not words:
             raise ConfigError(
                 "evaluator.lm.texts = 'corpus-words' needs the corpus's word counts (words=)"
@@ -140,6 +149,16 @@ class LMEvaluator(Evaluator):
         """LM updates between prunings of its lexicon (``LMConfig.lexicon_prune``): an epoch of the
         corpus's word types, as ``segrl lm train`` prunes after every epoch; a pruning weighs the
         uses counted over at least that many updates, never fewer."""
+        self.heldout = list(heldout)
+        self.check_every = self.prune_every
+        """LM updates between the checks of its held-out bits per character (``config.patience``):
+        the same epoch of the corpus's word types, as ``segrl lm train`` checks after every epoch."""
+        self.lm_updates = 0
+        """The LM's co-training updates since pre-training."""
+        self.stopping = {"best_bpc": math.inf, "bad_checks": 0, "stopped": False, "settled": True}
+        """Early stopping: the best held-out bits per character, checks since it improved, whether
+        the LM stopped learning, whether its last pruning left its lexicon settled."""
+        self.best_weights: dict[str, torch.Tensor] | None = None
 
     @classmethod
     def from_config(
@@ -157,7 +176,10 @@ class LMEvaluator(Evaluator):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             lm = build_lm(lm_options, corpus.vocab, lexicon)
-        return cls(lm, config.lm, config.seed, corpus.word_counts("train"))
+        kind = "sentences" if config.lm.texts == "sentences" else "word-types"
+        heldout = training_texts(corpus, kind)[1]
+        step = max(1, math.ceil(len(heldout) / HELDOUT_TEXTS))
+        return cls(lm, config.lm, config.seed, corpus.word_counts("train"), heldout[::step])
 
     @property
     def scores_words_alone(self) -> bool:
@@ -280,7 +302,10 @@ class LMEvaluator(Evaluator):
         for chunk in itertools.islice(chunks(), self.config.pretrain_steps):
             stats = self._step(chunk)
         # the pre-trained lexicon's entries that pay, where it counted an epoch's uses
-        stats.update(self.trainer.prune_lexicon(min_updates=self.prune_every))
+        pruned = self.trainer.prune_lexicon(min_updates=self.prune_every)
+        stats.update(pruned)
+        self.stopping["settled"] = settled(pruned)
+        stats.update(self._check_stopping())  # the pre-trained LM: the first best
         self.buffer.extend(examples)
         if self.counts_segmentations:
             teacher = self.teacher
@@ -309,11 +334,33 @@ class LMEvaluator(Evaluator):
         if self.counts_segmentations:
             self.segmentation_lexicon.update(examples)
         self.batches_seen += 1
-        if self.batches_seen % self.config.update_every:
+        if self.batches_seen % self.config.update_every or self.stopping["stopped"]:
             return {}
         size = min(self.config.batch_size, len(self.buffer))
         rows = self.rng.choice(len(self.buffer), size=size, replace=False)
-        return self._step([self.buffer[i] for i in rows])
+        stats = self._step([self.buffer[i] for i in rows])
+        self.lm_updates += 1
+        if self.lm_updates % self.check_every == 0:
+            stats.update(self._check_stopping())
+        return stats
+
+    def _check_stopping(self) -> dict[str, float]:
+        """Early stopping (``config.patience``): the LM's held-out marginal bits per character
+        against its best; after ``patience`` checks without improvement the best weights come back
+        and the LM stops learning. {} where it does not stop early."""
+        if not self.config.patience:
+            return {}
+        stopping = self.stopping
+        bpc = bits_per_char(self.lm, self.heldout, batch_size=self.config.batch_size)
+        if bpc < stopping["best_bpc"] or not stopping["settled"]:
+            stopping["best_bpc"], stopping["bad_checks"] = bpc, 0
+            self.best_weights = copy.deepcopy(self.lm.state_dict())
+        else:
+            stopping["bad_checks"] += 1
+            if stopping["bad_checks"] >= self.config.patience:
+                self.lm.load_state_dict(self.best_weights)
+                stopping["stopped"] = True
+        return {"lm_valid_bits_per_char": bpc, "lm_stopped": float(stopping["stopped"])}
 
     def _step(self, examples: list[tuple[str, list[str]]]) -> dict[str, float]:
         if self.config.objective == "marginal":
@@ -324,7 +371,10 @@ class LMEvaluator(Evaluator):
                 drawn = self.rng.choice(len(self.words), self.config.batch_size, p=self.word_probs)
                 texts = sorted({self.words[i] for i in drawn})
             stats = self.trainer.marginal_step(texts)
-            stats.update(self.trainer.prune_lexicon(min_updates=self.prune_every))
+            pruned = self.trainer.prune_lexicon(min_updates=self.prune_every)
+            if pruned:
+                stats.update(pruned)
+                self.stopping["settled"] = settled(pruned)
         else:
             longest = limit(self.lm.config.max_segment_length)
             if longest is not None:  # segments the model cannot spell are left out
@@ -373,6 +423,9 @@ class LMEvaluator(Evaluator):
             "rng": self.rng.bit_generator.state,
             "batches_seen": self.batches_seen,
             "pretrained": self.pretrained,
+            "lm_updates": self.lm_updates,
+            "stopping": dict(self.stopping),
+            "best_weights": self.best_weights,
             "segmentations": [
                 [text, list(segments)]
                 for text, segments in self.segmentation_lexicon.segmentations.items()
@@ -389,6 +442,9 @@ class LMEvaluator(Evaluator):
             (text, segments) for text, segments in state.get("segmentations", [])
         )
         self.pretrained = bool(state["pretrained"])
+        self.lm_updates = int(state.get("lm_updates", 0))
+        self.stopping.update(state.get("stopping", {}))
+        self.best_weights = state.get("best_weights")
 
 
 def evaluator_lm_options(config: LMEvaluatorConfig, corpus_kind: str) -> LMConfig:

@@ -118,6 +118,14 @@ class LMEvaluatorConfig:
     """Sentences per LM update."""
     lr: float = 2e-3
     weight_decay: float = 0.0
+    patience: int = 0
+    """Early stopping of the LM's co-training: every epoch of the corpus's word types in updates
+    (``LMEvaluator.check_every``) the LM's marginal bits per character on the corpus's held-out
+    texts are measured (``slm``), and once they have not improved for ``patience`` such checks the
+    LM takes back its best weights and stops learning, as ``segrl lm train`` stops on its patience;
+    the agent then learns from a fixed teacher. A check right after a pruning that changed the
+    lexicon by more than ``segrl.lm.training.SETTLED_PRUNING`` is the new best whatever its bits.
+    0: the LM learns as long as the agent does."""
 
     OLD_NAMES: ClassVar[dict[str, str]] = {
         f.name: f"arch.{f.name}" for f in dataclasses.fields(LMConfig)
@@ -141,6 +149,11 @@ class LMEvaluatorConfig:
             raise ConfigError(
                 f"the marginal objective and the posterior reward need {prefix}arch.model = 'slm'"
             )
+        if self.arch.model != "slm" and self.patience:
+            raise ConfigError(
+                f"{prefix}patience reads the LM's marginal bits per character: it needs "
+                f"{prefix}arch.model = 'slm' (or {prefix}patience = 0)"
+            )
         if self.description_length_weight < 0:
             raise ConfigError(
                 f"{prefix}description_length_weight must be at least 0, got "
@@ -148,12 +161,12 @@ class LMEvaluatorConfig:
             )
         if (
             min(self.buffer_size, self.update_every, self.batch_size) < 1
-            or self.pretrain_epochs < 0
+            or min(self.pretrain_epochs, self.patience) < 0
             or (self.pretrain_steps is not None and self.pretrain_steps < 0)
         ):
             raise ConfigError(
                 f"{prefix}buffer_size, update_every and batch_size must be at least 1, "
-                "pretrain_epochs and pretrain_steps at least 0"
+                "pretrain_epochs, pretrain_steps and patience at least 0"
             )
         if self.texts == "corpus-words" and self.objective != "marginal":
             raise ConfigError(

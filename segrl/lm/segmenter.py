@@ -50,7 +50,7 @@ from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, 
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
-from segrl.lm.training import LMTrainer, bits_per_char
+from segrl.lm.training import LMTrainer, bits_per_char, settled, training_texts
 from segrl.metrics import (
     BITS_PER_CHAR,
     BOUNDARY_F1,
@@ -73,10 +73,6 @@ RESUMABLE_CHANGES = frozenset(
     {"epochs", "steps", "patience", "eval_gold_words", "device", "out", "tracking.", "gold."}
 )
 """Options that may change when a run resumes (more epochs or steps may be asked for)."""
-SETTLED_PRUNING = 0.01
-"""A pruning that removes at most this share of the lexicon's entries leaves it settled: only
-models of a settled lexicon are compared on held-out bits per character for early stopping (a
-pruned lexicon is a worse model of unseen words at first, and no less true to its objective)."""
 CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PER_CHAR)
 """What the epochs' gold sample logs (as ``eval/<name>``): the curve of the segmentation."""
 
@@ -213,21 +209,6 @@ class LMSegmenter:
         return self.segment_words(sentence.split())
 
 
-def training_texts(corpus: Corpus, kind: LMTexts) -> tuple[list[str], list[str], list[str]]:
-    """Train / valid / test texts: sentences, or word types (held-out types are those of the split
-    that are not training types, so held-out bits per character measure unseen words; all the split's
-    types where every one was seen in training)."""
-    if kind == "sentences":
-        return corpus.train, corpus.valid, corpus.test
-    train = sorted(corpus.word_counts("train"))
-    seen = set(train)
-    held_out = []
-    for split in ("valid", "test"):
-        types = set(corpus.word_counts(split))
-        held_out.append(sorted(types - seen) or sorted(types))
-    return train, held_out[0], held_out[1]
-
-
 def train_steps(config: LMTrainConfig, texts: int) -> int:
     """The budget of ``segrl lm train`` on ``texts`` training texts: ``epochs`` epochs of them, or
     ``steps`` where that is fewer."""
@@ -305,8 +286,9 @@ def train_lm_segmenter(
     per_epoch = math.ceil(len(train) / config.batch_size)
     steps = config.steps
     # early stopping: the best held-out bits per character, its weights, epochs since it improved
-    # a lexicon that the last pruning changed by more than SETTLED_PRUNING is not settled yet: its
-    # model is the new best whatever its held-out bits, and early stopping starts again from it
+    # a lexicon that the last pruning changed by more than SETTLED_PRUNING (segrl.lm.training) is
+    # not settled yet: its model is the new best whatever its held-out bits, and early stopping
+    # starts again from it
     progress = {"best_bpc": float("inf"), "bad_epochs": 0, "epoch_losses": [], "settled": True}
     best = copy.deepcopy(model.state_dict())
     epoch_started = time.perf_counter()
@@ -348,8 +330,7 @@ def train_lm_segmenter(
         if pruned:
             log_metrics(pruned, step)
             curve += f"; lexicon {pruned['lexicon_entries']:.0f} entries"
-            before = pruned["lexicon_entries"] + pruned["lexicon_pruned"]
-            progress["settled"] = pruned["lexicon_pruned"] <= SETTLED_PRUNING * before
+            progress["settled"] = settled(pruned)
         print(
             f"epoch {epoch}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
             f"({time.perf_counter() - epoch_started:.0f}s){curve}",

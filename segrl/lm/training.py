@@ -14,13 +14,29 @@ from typing import Any
 import torch
 
 from segrl.data.batching import iterate_batches
+from segrl.data.corpus import Corpus
 from segrl.errors import ModelError
 from segrl.lm.base import SegmentLM
+from segrl.lm.config import LMTexts
 from segrl.lm.lexicon import DirectLexicon, LexiconUsage
 from segrl.lm.segmented import SegmentedBatch
 from segrl.lm.slm import require_slm
 from segrl.metrics import nats_to_bits_per_char
 from segrl.runtime import eval_mode
+
+SETTLED_PRUNING = 0.01
+"""A pruning that removes at most this share of the lexicon's entries leaves it settled: only
+models of a settled lexicon are compared on held-out bits per character for early stopping (a
+pruned lexicon is a worse model of unseen words at first, and no less true to its objective)."""
+
+
+def settled(pruned: dict[str, float]) -> bool:
+    """Whether a pruning (``LMTrainer.prune_lexicon``'s stats; {}: none) leaves the lexicon settled
+    (``SETTLED_PRUNING``)."""
+    if not pruned:
+        return True
+    before = pruned["lexicon_entries"] + pruned["lexicon_pruned"]
+    return pruned["lexicon_pruned"] <= SETTLED_PRUNING * before
 
 
 class LMTrainer:
@@ -178,3 +194,18 @@ def bits_per_char(
                 nats -= scores.total.sum().item()
                 chars += int(scores.n_chars.sum())
     return nats_to_bits_per_char(nats, chars) if chars else math.nan
+
+
+def training_texts(corpus: Corpus, kind: LMTexts) -> tuple[list[str], list[str], list[str]]:
+    """Train / valid / test texts: sentences, or word types (held-out types are those of the split
+    that are not training types, so held-out bits per character measure unseen words; all the split's
+    types where every one was seen in training)."""
+    if kind == "sentences":
+        return corpus.train, corpus.valid, corpus.test
+    train = sorted(corpus.word_counts("train"))
+    seen = set(train)
+    held_out = []
+    for split in ("valid", "test"):
+        types = set(corpus.word_counts(split))
+        held_out.append(sorted(types - seen) or sorted(types))
+    return train, held_out[0], held_out[1]
