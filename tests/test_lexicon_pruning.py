@@ -4,6 +4,7 @@ models."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 
@@ -55,6 +56,31 @@ def test_counted_uses_are_the_posterior_expected_uses_of_each_entry(speller):
     assert torch.allclose(trainer.usage.counts, expected, atol=1e-4)
     assert expected[LEXICON.index("ab")] > 1.0  # the check is not carried by zeros
     assert lm.lexicon.count_probe is None  # the probe is taken off after the update
+
+
+def test_counting_uses_over_texts_is_an_epochs_count_without_an_update():
+    """``count_uses``: the uses of an epoch of updates on the same texts (those counted before
+    each update moves the model), without moving it, the counts so far dropped."""
+    texts = ["abab", "aba", "bab", "ab", "aab"]
+    lm = direct_lm()
+    trainer = LMTrainer(lm, lr=1e-3)
+    trainer.marginal_step(["bab"] * 3)  # counts the next call drops
+    before = {k: v.clone() for k, v in lm.state_dict().items()}
+    trainer.count_uses(texts, batch_size=2)
+    for key, value in lm.state_dict().items():
+        assert torch.equal(value, before[key]), key  # no update
+    assert trainer.usage.updates == 3  # three batches of at most two texts
+    assert lm.lexicon.count_probe is None
+    epoch = torch.zeros(len(LEXICON), dtype=torch.float64)
+    for start in range(0, len(texts), 2):  # each batch's update counted on the model as it is
+        fresh = LMTrainer(copy.deepcopy(lm), lr=1e-3)
+        fresh.marginal_step(texts[start : start + 2])
+        epoch += fresh.usage.counts
+    assert torch.allclose(trainer.usage.counts, epoch, atol=1e-6)
+    assert trainer.usage.counts[LEXICON.index("ab")] > 2.0  # not carried by zeros
+    plain = LMTrainer(direct_lm(prune=False), lr=1e-3)
+    plain.count_uses(texts, batch_size=2)  # a model that does not prune counts nothing
+    assert plain.usage is None
 
 
 def test_an_entrys_gain_is_what_the_marginal_loses_without_its_own_path():

@@ -140,6 +140,10 @@ class LMEvaluator(Evaluator):
             weight_decay=config.weight_decay,
             corpus=self.words,
         )
+        if config.prune_uses == "corpus" and self.trainer.usage is not None and not self.words:
+            raise ConfigError(
+                "evaluator.lm.prune_uses = 'corpus' needs the corpus's word counts (words=)"
+            )
         self.buffer: deque[tuple[str, list[str]]] = deque(maxlen=config.buffer_size)
         self.segmentation_lexicon = SegmentationLexicon()
         self.rng = np.random.default_rng(seed)
@@ -371,6 +375,10 @@ class LMEvaluator(Evaluator):
                 drawn = self.rng.choice(len(self.words), self.config.batch_size, p=self.word_probs)
                 texts = sorted({self.words[i] for i in drawn})
             stats = self.trainer.marginal_step(texts)
+            usage = self.trainer.usage
+            due = usage is not None and usage.updates >= self.prune_every
+            if due and self.config.prune_uses == "corpus":
+                self.trainer.count_uses(self.words, self.config.batch_size)
             pruned = self.trainer.prune_lexicon(min_updates=self.prune_every)
             if pruned:
                 stats.update(pruned)

@@ -118,6 +118,13 @@ class LMEvaluatorConfig:
     """Sentences per LM update."""
     lr: float = 2e-3
     weight_decay: float = 0.0
+    prune_uses: Literal["updates", "corpus"] = "updates"
+    """Which uses a pruning of the LM's lexicon weighs (``LMConfig.lexicon_prune``), every epoch of
+    the corpus's word types in updates: ``updates``, those counted in the texts of its updates
+    (drawn from the agent's replay buffer: the words few draws hold read as unused, and every
+    pruning takes some of their entries for good), or ``corpus``, an exact count over the
+    corpus's training word types (``LMTrainer.count_uses``), as ``segrl lm train``'s epoch counts
+    them."""
     patience: int = 0
     """Early stopping of the LM's co-training: every epoch of the corpus's word types in updates
     (``LMEvaluator.check_every``) the LM's marginal bits per character on the corpus's held-out

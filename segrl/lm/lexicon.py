@@ -243,6 +243,11 @@ class LexiconUsage:
         self.updates = 0
         """Updates counted since the last pruning: with none, there is nothing to prune on."""
 
+    def reset(self) -> None:
+        """Drops the uses counted so far."""
+        self.counts.zero_()
+        self.updates = 0
+
     def probe(self) -> torch.Tensor:
         """A fresh zero probe on the lexicon; read it with ``add`` after the backward pass."""
         probe = torch.zeros(len(self.lexicon), device=self.lexicon.logits.device)
@@ -279,8 +284,7 @@ class LexiconUsage:
             drop = torch.zeros_like(drop)
             drop[torch.argsort(ratio, stable=True)[:limit]] = True
         self.lexicon.logits[drop.to(self.lexicon.logits.device)] = PRUNED_LOGIT
-        self.counts.zero_()
-        self.updates = 0
+        self.reset()
         return {"lexicon_entries": float((kept & ~drop).sum()), "lexicon_pruned": float(drop.sum())}
 
     def state_dict(self) -> dict[str, Any]:

@@ -107,6 +107,28 @@ class LMTrainer:
             if probe is not None:  # the loss is -log p(X) over the batch's characters
                 self.usage.add(probe, scale=-1.0 / sum(len(t) + 1 for t in texts))
 
+    def count_uses(self, texts: Sequence[str], batch_size: int) -> None:
+        """Counts the lexicon's uses in ``texts`` afresh (the counts so far dropped), as an epoch
+        of updates on them would count them, under the model as it is (no dropout, no update): a
+        pruning on uses that no sample of the texts biases (the LM evaluator's updates read the
+        agent's draws, where the words only a few draws hold read as unused). Nothing where the
+        model does not prune."""
+        if self.usage is None:
+            return
+        model = require_slm(self.model, "lexicon uses")
+        self.usage.reset()
+        was_training = model.training
+        model.eval()
+        try:
+            for chunk in iterate_batches(list(texts), batch_size):
+                probe = self.usage.probe()
+                loss, _ = model.marginal_loss(model.encode(chunk))
+                (probe.grad,) = torch.autograd.grad(loss, probe, allow_unused=True)
+                self.usage.add(probe, scale=-1.0 / sum(len(t) + 1 for t in chunk))
+        finally:
+            model.train(was_training)
+            model.lexicon.count_probe = None
+
     def prune_lexicon(self, min_updates: int = 1) -> dict[str, float]:
         """Prunes the lexicon entries that do not pay for their spelling, from the uses counted
         since the last pruning (``LexiconUsage.prune``); {} where the model does not prune or
