@@ -603,6 +603,37 @@ def test_the_evaluators_lm_prunes_its_lexicon_after_pretraining_and_every_epoch(
     assert evaluator.trainer.steps == 2 and "lm_lexicon_entries" not in stats
     logged = [evaluator.update(batch) for _ in range(4)]
     assert [i for i, s in enumerate(logged) if "lm_lexicon_entries" in s] == [0, 3]
+    # prune_uses = 'corpus': each pruning after pre-training weighs an exact count over every
+    # training word type, whatever the updates drew (here the first six words alone)
+    exact = replace(config, prune_uses="corpus")
+    with pytest.raises(ConfigError, match="prune_uses = 'corpus' needs"):
+        LMEvaluator(build_lm(exact.arch, vocab, substring_lexicon(WORDS, 40)), exact, seed=0)
+    evaluator = LMEvaluator(
+        build_lm(exact.arch, vocab, substring_lexicon(WORDS, 40)), exact, seed=0, words=counts
+    )
+    evaluator.pretrain([batch])
+    counted = []
+    count_uses = evaluator.trainer.count_uses
+
+    def spy(texts, batch_size):
+        count_uses(texts, batch_size)
+        usage = evaluator.trainer.usage
+        counted.append((list(texts), usage.counts.clone(), usage.kept()))
+
+    evaluator.trainer.count_uses = spy
+    few = encode_segmentation_batch(vocab, WORDS[:6])
+    logged = [evaluator.update(few) for _ in range(6)]
+    assert [i for i, s in enumerate(logged) if "lm_lexicon_entries" in s] == [2, 5]
+    assert len(counted) == 2 and all(texts == sorted(WORDS) for texts, _, _ in counted)
+    _, uses, kept = counted[0]
+    unseen = WORDS[6:]  # words no update read: their own kept substrings are counted as used
+    only_unseen = [
+        i
+        for i, entry in enumerate(evaluator.lm.lexicon.entries)
+        if kept[i] and any(entry in w for w in unseen) and not any(entry in w for w in WORDS[:6])
+    ]
+    assert only_unseen and all(uses[i] > 0 for i in only_unseen)
+    assert (uses[~kept] == 0).all()  # a pruned entry has no uses
 
 
 def test_the_evaluators_lm_stops_learning_on_its_patience_with_its_best_weights(one_thread):
