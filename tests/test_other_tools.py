@@ -88,6 +88,50 @@ def test_a_morfessor_segmentation_file_segments_as_morfessor_does(morfessor_file
     assert ["walk", "ed"] in expected
 
 
+UNSEEN = [
+    "talkative",
+    "playful",
+    "openness",
+    "unhelpful",
+    "reworked",
+    "three",
+    "thinking",
+    "nowhere",
+]
+"""Words not in the small corpus, which Morfessor's library default (smoothing 1) splits otherwise."""
+
+
+def morfessor_command(model: Path, words: list[str], *flags: str) -> list[list[str]]:
+    """``words`` as the ``morfessor`` command segments them with the segmentation file ``model``."""
+    found = subprocess.run(
+        [MORFESSOR, "-L", model, *flags, "-T", "-"],
+        input="\n".join(words) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    return [line.split(" ") for line in found if line]
+
+
+def test_unseen_words_segment_as_the_morfessor_command_segments_them(morfessor_files):
+    segmentation, _binary = morfessor_files
+    expected = morfessor_command(segmentation, UNSEEN)
+    assert load_segmenter(segmentation).segment_words(UNSEEN) == expected
+    assert ["t", "h", "r", "e", "e"] in expected  # the command's default: no smoothing
+    smoothed = morfessor_command(segmentation, UNSEEN, "--viterbi-smoothing", "1")
+    assert ["three"] in smoothed and smoothed != expected  # the library's default differs
+
+
+def test_a_cased_morfessor_model_gets_words_as_written(morfessor_files):
+    # the command trained on the text as written ("The"): segrl does not lower-case its input,
+    # and `morfessor -L model.txt -T words` (no --lowercase) gives the same segments
+    segmentation, _binary = morfessor_files
+    words = ["Walked", "THREE", "Reworked", "walked"]
+    expected = morfessor_command(segmentation, words)
+    assert load_segmenter(segmentation).segment_words(words) == expected
+    assert expected[0] != ["Walk", "ed"] and expected[3] == ["walk", "ed"]
+
+
 def test_a_morfessor_binary_model_is_refused_unread(tmp_path, morfessor_files):
     _segmentation, binary = morfessor_files
     with pytest.raises(ModelError) as refused:
@@ -202,15 +246,31 @@ def test_baseline_out_writes_a_file_morfessor_reads(mlflow_store, text, capsys):
     out = mlflow_store / "morfessor"
     args = ["--corpus", str(text), "--gold-max-words", "50", "--out", str(out)]
     assert main(["baseline", "--method", "morfessor", *args]) == 0
-    words = ["helped", "kicking", "opener", "callers"]  # letters of the training split
-    found = subprocess.run(
-        [MORFESSOR, "-L", out / "morfessor.segmentations.txt", "-T", "-"],
-        input="\n".join(words) + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\n")
-    assert load_segmenter(out).segment_words(words) == [line.split(" ") for line in found if line]
+    words = ["helped", "kicking", "opener", "callers", *UNSEEN]  # letters of the training split
+    expected = morfessor_command(out / "morfessor.segmentations.txt", words)
+    assert load_segmenter(out).segment_words(words) == expected
+    assert ["t", "h", "r", "e", "e"] in expected
+    # trained lower-cased: segrl lower-cases its input, as the command's --lowercase does, and
+    # cuts the segments from the word as written
+    cased = ["Walked", "THREE", "Reworked"]
+    found = load_segmenter(out).segment_words(cased)
+    expected = morfessor_command(out / "morfessor.segmentations.txt", cased, "--lowercase")
+    assert [[m.lower() for m in morphs] for morphs in found] == expected
+    assert found[0] == ["Walk", "ed"] and expected[1] == ["t", "h", "r", "e", "e"]
+
+
+def test_viterbi_smoothing_is_saved_and_the_command_reproduces_it(mlflow_store, text, capsys):
+    out = mlflow_store / "smoothed"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--out", str(out)]
+    assert main(["baseline", "--method", "morfessor", *args, "--viterbi-smoothing", "1"]) == 0
+    meta = json.loads((out / "segmenter.json").read_text(encoding="utf-8"))
+    assert meta["options"]["viterbi_smoothing"] == 1
+    model = out / "morfessor.segmentations.txt"
+    expected = morfessor_command(model, UNSEEN, "--viterbi-smoothing", "1")
+    assert load_segmenter(out).segment_words(UNSEEN) == expected
+    assert expected != morfessor_command(model, UNSEEN)
+    assert main(["baseline", "--method", "morfessor", *args, "--viterbi-smoothing", "-1"]) == 2
+    assert "--viterbi-smoothing must be 0 or more, got -1" in capsys.readouterr().err
 
 
 def test_corpus_weight_sets_morfessors_alpha(corpus):
@@ -241,7 +301,9 @@ def test_morfessor_annotations_train_semi_supervised(corpus, tmp_path):
     annotations.write_text("# Morfessor's annotation format\noften of ten\nhome ho me\n", "utf-8")
     plain = MorfessorSegmenter(cache_dir="").train(corpus)
     taught = MorfessorSegmenter(annotations=str(annotations), cache_dir="").train(corpus)
-    assert [plain.segment(w) for w in ("often", "home")] == [["often"], ["home"]]
+    # "home" is in the text only as "home.": unseen, it splits into its letters (no smoothing,
+    # as the morfessor command segments) until the annotations teach "ho" and "me"
+    assert [plain.segment(w) for w in ("often", "home")] == [["often"], ["h", "o", "m", "e"]]
     assert [taught.segment(w) for w in ("often", "home")] == [["of", "ten"], ["ho", "me"]]
     assert taught.segment("walked") == ["walk", "ed"]
 
