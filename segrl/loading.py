@@ -19,7 +19,8 @@ the tracking store in use.
 Every segmenter is given text as it comes: it segments the text lower-cased (as it was trained)
 and the segments are cut from the original, so they always spell their input; a segmenter whose
 characters include upper case (trained on a segmented corpus read as written, such as the phonemic
-``br-phono``, where ``D`` and ``d`` differ) is given the text as it is. Sentences are split at
+``br-phono``, where ``D`` and ``d`` differ; for another tool's model file, its own pieces or morphs:
+a SentencePiece model trained on cased text) is given the text as it is. Sentences are split at
 whitespace; their segments have each space between two words as a segment of its own. Utterances
 (``segment_utterances``, word discovery) are segmented whole, their spaces removed.
 """
@@ -257,7 +258,7 @@ def _load_model_file(path: Path) -> LoadedSegmenter:
 def _classic(segmenter: Segmenter, source: Path) -> LoadedSegmenter:
     """A classic segmenter (``segrl.baselines.Segmenter``) as a loaded one."""
     sample = getattr(segmenter, "sample", None)
-    cased = _has_upper(segmenter.alphabet or ())
+    cased = _has_upper(segmenter.characters())
     return LoadedSegmenter("classic", source, segmenter.segment_words, _sample=sample, cased=cased)
 
 

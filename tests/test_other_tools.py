@@ -64,6 +64,38 @@ def test_a_sentencepiece_model_segments_as_sentencepiece_does(spm_model):
     assert any(len(pieces) > 1 for pieces in expected)
 
 
+def sentencepiece_segments(model: Path, words: list[str]) -> list[list[str]]:
+    """``words`` as SentencePiece's own ``encode`` segments them, the word-start marker dropped."""
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    encoded = [processor.encode(w, out_type=str) for w in words]
+    return [[p for p in (piece.lstrip("\u2581") for piece in pieces) if p] for pieces in encoded]
+
+
+def test_a_cased_sentencepiece_model_gets_words_as_written(spm_model):
+    # trained on the text as written ("The", "She", "They"): its pieces have upper case, so its
+    # input is not lower-cased, and it segments as sp.encode does
+    words = ["The", "They", "She", "We", "Walked", "Dongyi"]
+    expected = sentencepiece_segments(spm_model, words)
+    assert load_segmenter(spm_model).segment_words(words) == expected
+    lowered = sentencepiece_segments(spm_model, [w.lower() for w in words])
+    assert [[m.lower() for m in morphs] for morphs in expected] != lowered
+
+
+def test_a_lower_cased_sentencepiece_model_gets_words_lower_cased(text, tmp_path):
+    lower = tmp_path / "lower.txt"
+    lower.write_text(text.read_text(encoding="utf-8").lower(), encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(lower), model_prefix=str(tmp_path / "lower"), vocab_size=60, minloglevel=2
+    )
+    model = tmp_path / "lower.model"
+    words = ["The", "They", "Walked"]
+    expected = sentencepiece_segments(model, [w.lower() for w in words])
+    found = load_segmenter(model).segment_words(words)
+    assert [[m.lower() for m in morphs] for morphs in found] == expected
+    assert found[0][0][0] == "T"  # cut from the word as written
+    assert sentencepiece_segments(model, ["The"]) != expected[:1]
+
+
 def test_segments_spell_the_input_whatever_the_normalisation(spm_model):
     # nmt_nfkc turns the ligature into "fi" and the full-width letter into "A": segments stay
     # the input's own characters

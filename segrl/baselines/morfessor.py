@@ -106,9 +106,12 @@ class MorfessorSegmenter(Segmenter):
         refuse_binary_model(path)
         segmenter = cls(cache_dir="")
         segmenter._read(path)
-        segmenter.alphabet = frozenset(c for m, _ in segmenter.model.get_constructions() for c in m)
+        segmenter.alphabet = None  # every character goes to Morfessor as it is, as the command does
         segmenter.trained = True
         return segmenter
+
+    def _model_characters(self) -> frozenset[str]:
+        return frozenset(c for morph, _count in self.model.get_constructions() for c in morph)
 
     def _train(self, corpus: Corpus) -> None:
         cached = self._cache_path(corpus)
