@@ -183,12 +183,66 @@ def test_a_morfessor_binary_model_is_refused_unread(tmp_path, morfessor_files):
     assert not marker.exists()
 
 
-def test_a_file_of_neither_tool_is_one_line(tmp_path, capsys):
+def test_a_file_of_no_known_kind_is_one_line(tmp_path, capsys):
     junk = tmp_path / "notes.txt"
     junk.write_text("just some words\n", encoding="utf-8")
     assert main(["segment", "--model", str(junk), os.devnull]) == EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and str(junk) in err and "SentencePiece" in err
+    assert "\n" not in err and str(junk) in err
+    for kind in ("SentencePiece", "youtokentome", "Morfessor segmentation file"):
+        assert kind in err
+
+
+@pytest.fixture(scope="module")
+def yttm_model(text, tmp_path_factory) -> Path:
+    """A BPE model as the ``yttm`` command writes it, trained on the text as written (cased)."""
+    pytest.importorskip("youtokentome", reason="youtokentome is not installed (optional backend)")
+    model = tmp_path_factory.mktemp("yttm") / "yttm.model"
+    command = [Path(sys.executable).with_name("yttm"), "bpe", "--data", text, "--model", model]
+    subprocess.run(
+        [*command, "--vocab_size", "60", "--n_threads", "1"], check=True, capture_output=True
+    )
+    return model
+
+
+def yttm_segments(model: Path, words: list[str]) -> list[list[str]]:
+    """``words`` as youtokentome's own ``encode`` segments them, the word-start marker dropped."""
+    import youtokentome as yttm
+
+    encoded = yttm.BPE(str(model)).encode(words, output_type=yttm.OutputType.SUBWORD)
+    return [[p for p in (piece.lstrip("\u2581") for piece in pieces) if p] for pieces in encoded]
+
+
+def test_a_youtokentome_model_segments_as_youtokentome_does(yttm_model, tmp_path, capsys):
+    words = ["walked", "jumping", "The", "They", "Zebra€"]
+    expected = yttm_segments(yttm_model, words)
+    segmenter = load_segmenter(yttm_model)
+    assert segmenter.segment_words(words) == expected
+    assert any(len(pieces) > 1 for pieces in expected)
+    # cased: its pieces have upper case, so "The" is not lower-cased (which segments otherwise)
+    assert expected[2] != [m.capitalize() for m in yttm_segments(yttm_model, ["the"])[0]]
+    listed = tmp_path / "words.txt"
+    listed.write_text("\n".join(words[:2]) + "\n", encoding="utf-8")
+    assert main(["segment", "--model", str(yttm_model), str(listed), "--quiet"]) == 0
+    assert capsys.readouterr().out == "".join(" ".join(s) + "\n" for s in expected[:2])
+
+
+def test_evaluate_scores_a_youtokentome_model(yttm_model, tmp_path, capsys):
+    gold = tmp_path / "gold.tsv"
+    found = yttm_segments(yttm_model, ["walked", "jumping"])
+    analyses = [" @@".join(morphs) for morphs in found]
+    gold.write_text(f"walked\t{analyses[0]}\njumping\t{analyses[1]}\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(yttm_model), "--gold", str(gold)]) == 0
+    out = capsys.readouterr().out
+    assert "yttm.model" in out and "1.000" in out and "0.000" not in out
+
+
+def test_a_damaged_youtokentome_model_is_refused(yttm_model, tmp_path, capsys):
+    cut = tmp_path / "cut.model"
+    cut.write_text("".join(yttm_model.read_text().splitlines(keepends=True)[:-3]))
+    assert main(["segment", "--model", str(cut), os.devnull]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(cut) in err and "youtokentome" in err and "damaged" in err
 
 
 def test_segment_and_evaluate_take_the_files(morfessor_files, spm_model, tmp_path, capsys):
