@@ -113,6 +113,9 @@ class BaselineConfig:
     """Morfessor's training epochs at most (``train_batch``'s ``max_epochs``); None: until its
     cost stops improving, Morfessor's own stopping rule. A cap makes a corpus of long "words"
     trainable in a set budget: an unspaced Penn Treebank sentence (about 100 characters) is one."""
+    morfessor_viterbi_smoothing: float = 0.0
+    """Morfessor's additive smoothing when it segments a word (``morfessor --viterbi-smoothing``;
+    0, the command's default: a word splits into known morphs and single characters only)."""
     morfessor_annotations: str | None = None
     """A Morfessor annotation file (``word morph morph, morph morph`` lines) for semi-supervised
     training, as ``morfessor -A``; None: unsupervised."""

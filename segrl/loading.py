@@ -9,8 +9,9 @@ of the layers: ``docs/architecture.md``).
     >>> seg.segment_sentences(["the cats sat"])
     [['the', ' ', 'cat', 's', ' ', 'sat']]
 
-A source is a model file of another tool (a SentencePiece ``.model``, a Morfessor segmentation
-file: ``morfessor -S``), a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
+A source is a model file of another tool, told by its content (a SentencePiece ``.model``, a
+youtokentome model: ``yttm bpe --model``, a Morfessor segmentation file: ``morfessor -S``; any
+other file is refused), a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
 ``segmenter`` folder, ``segrl lm train``'s run folder or a saved ``slm``, a unit model's run folder),
 an MLflow model folder (``MLmodel`` beside ``artifacts/segmenter``), or an MLflow URI (``runs:/``,
 ``models:/``, ``mlflow-artifacts:/``; ``runs:/RUN_ID`` alone means its ``model``), downloaded from
@@ -19,7 +20,8 @@ the tracking store in use.
 Every segmenter is given text as it comes: it segments the text lower-cased (as it was trained)
 and the segments are cut from the original, so they always spell their input; a segmenter whose
 characters include upper case (trained on a segmented corpus read as written, such as the phonemic
-``br-phono``, where ``D`` and ``d`` differ) is given the text as it is. Sentences are split at
+``br-phono``, where ``D`` and ``d`` differ; for another tool's model file, its own pieces or morphs:
+a SentencePiece model trained on cased text) is given the text as it is. Sentences are split at
 whitespace; their segments have each space between two words as a segment of its own. Utterances
 (``segment_utterances``, word discovery) are segmented whole, their spaces removed.
 """
@@ -52,6 +54,11 @@ _URI_CLIENTS = {
     "wasbs": "the Azure client (pip install azure-storage-blob azure-identity)",
 }
 """The packages MLflow reads a cloud store's URIs with, by scheme."""
+MODEL_FILE_KINDS = (
+    "a SentencePiece model (spm_train's .model), a youtokentome model (yttm bpe --model) or a "
+    "Morfessor segmentation file (morfessor -S)"
+)
+"""The other tools' model files ``load_segmenter`` reads, as its errors name them."""
 
 
 @dataclass
@@ -236,28 +243,38 @@ def _load_classic(folder: Path, device: str) -> LoadedSegmenter:
 
 
 def _load_model_file(path: Path) -> LoadedSegmenter:
-    """Another tool's model file: a SentencePiece model, else a Morfessor segmentation file."""
+    """Another tool's model file, told by its content: a SentencePiece model, a youtokentome model
+    or a Morfessor segmentation file; Morfessor's binary model and anything else is refused."""
     from segrl.baselines.morfessor import MorfessorSegmenter, refuse_binary_model
     from segrl.baselines.sentencepiece import SentencePieceSegmenter
+    from segrl.baselines.yttm import YttmBPE, has_numbers_only, is_yttm_model
 
     refuse_binary_model(path)
+    if is_yttm_model(path):
+        return _classic(YttmBPE.from_model_file(path), path)
+    if has_numbers_only(path):  # a Morfessor file would read it as counts of numbers
+        raise ModelError(
+            f"{path}: lines of numbers only, as a youtokentome model has, but not laid out as one "
+            f"(damaged or cut short?); give {MODEL_FILE_KINDS}, or a folder a segrl job wrote"
+        )
     try:
         return _classic(SentencePieceSegmenter.from_model_file(path), path)
     except ModelError:
-        pass  # not a SentencePiece model: a Morfessor file, or neither
+        pass  # not a SentencePiece model: a Morfessor file, or none
     try:
         return _classic(MorfessorSegmenter.from_segmentation_file(path), path)
     except ModelError as e:
+        reason = str(e).removeprefix(f"{path}: ")
         raise ModelError(
-            f"{path}: neither a SentencePiece model nor a Morfessor segmentation file ({e}); give "
-            "a .model file spm_train wrote, a file morfessor -S wrote, or a segrl folder"
+            f"{path}: not a model file segrl reads (as a Morfessor segmentation file: {reason}); "
+            f"give {MODEL_FILE_KINDS}, or a folder a segrl job wrote"
         ) from None
 
 
 def _classic(segmenter: Segmenter, source: Path) -> LoadedSegmenter:
     """A classic segmenter (``segrl.baselines.Segmenter``) as a loaded one."""
     sample = getattr(segmenter, "sample", None)
-    cased = _has_upper(segmenter.alphabet or ())
+    cased = _has_upper(segmenter.characters())
     return LoadedSegmenter("classic", source, segmenter.segment_words, _sample=sample, cased=cased)
 
 

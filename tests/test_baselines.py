@@ -54,6 +54,7 @@ def test_morfessor_max_epochs_stops_training_early(corpus):
     with pytest.raises(ValueError, match="max_epochs must be at least 1"):
         MorfessorSegmenter(max_epochs=0)
     assert segmenter_name(BaselineConfig(morfessor_max_epochs=3)) == "morfessor-e3"
+    assert segmenter_name(BaselineConfig(morfessor_viterbi_smoothing=1)) == "morfessor-vs1"
 
 
 def test_morfessor_cache_is_reused_and_repaired(corpus, tmp_path):

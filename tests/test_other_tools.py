@@ -64,6 +64,38 @@ def test_a_sentencepiece_model_segments_as_sentencepiece_does(spm_model):
     assert any(len(pieces) > 1 for pieces in expected)
 
 
+def sentencepiece_segments(model: Path, words: list[str]) -> list[list[str]]:
+    """``words`` as SentencePiece's own ``encode`` segments them, the word-start marker dropped."""
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    encoded = [processor.encode(w, out_type=str) for w in words]
+    return [[p for p in (piece.lstrip("\u2581") for piece in pieces) if p] for pieces in encoded]
+
+
+def test_a_cased_sentencepiece_model_gets_words_as_written(spm_model):
+    # trained on the text as written ("The", "She", "They"): its pieces have upper case, so its
+    # input is not lower-cased, and it segments as sp.encode does
+    words = ["The", "They", "She", "We", "Walked", "Dongyi"]
+    expected = sentencepiece_segments(spm_model, words)
+    assert load_segmenter(spm_model).segment_words(words) == expected
+    lowered = sentencepiece_segments(spm_model, [w.lower() for w in words])
+    assert [[m.lower() for m in morphs] for morphs in expected] != lowered
+
+
+def test_a_lower_cased_sentencepiece_model_gets_words_lower_cased(text, tmp_path):
+    lower = tmp_path / "lower.txt"
+    lower.write_text(text.read_text(encoding="utf-8").lower(), encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(lower), model_prefix=str(tmp_path / "lower"), vocab_size=60, minloglevel=2
+    )
+    model = tmp_path / "lower.model"
+    words = ["The", "They", "Walked"]
+    expected = sentencepiece_segments(model, [w.lower() for w in words])
+    found = load_segmenter(model).segment_words(words)
+    assert [[m.lower() for m in morphs] for morphs in found] == expected
+    assert found[0][0][0] == "T"  # cut from the word as written
+    assert sentencepiece_segments(model, ["The"]) != expected[:1]
+
+
 def test_segments_spell_the_input_whatever_the_normalisation(spm_model):
     # nmt_nfkc turns the ligature into "fi" and the full-width letter into "A": segments stay
     # the input's own characters
@@ -88,6 +120,50 @@ def test_a_morfessor_segmentation_file_segments_as_morfessor_does(morfessor_file
     assert ["walk", "ed"] in expected
 
 
+UNSEEN = [
+    "talkative",
+    "playful",
+    "openness",
+    "unhelpful",
+    "reworked",
+    "three",
+    "thinking",
+    "nowhere",
+]
+"""Words not in the small corpus, which Morfessor's library default (smoothing 1) splits otherwise."""
+
+
+def morfessor_command(model: Path, words: list[str], *flags: str) -> list[list[str]]:
+    """``words`` as the ``morfessor`` command segments them with the segmentation file ``model``."""
+    found = subprocess.run(
+        [MORFESSOR, "-L", model, *flags, "-T", "-"],
+        input="\n".join(words) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    return [line.split(" ") for line in found if line]
+
+
+def test_unseen_words_segment_as_the_morfessor_command_segments_them(morfessor_files):
+    segmentation, _binary = morfessor_files
+    expected = morfessor_command(segmentation, UNSEEN)
+    assert load_segmenter(segmentation).segment_words(UNSEEN) == expected
+    assert ["t", "h", "r", "e", "e"] in expected  # the command's default: no smoothing
+    smoothed = morfessor_command(segmentation, UNSEEN, "--viterbi-smoothing", "1")
+    assert ["three"] in smoothed and smoothed != expected  # the library's default differs
+
+
+def test_a_cased_morfessor_model_gets_words_as_written(morfessor_files):
+    # the command trained on the text as written ("The"): segrl does not lower-case its input,
+    # and `morfessor -L model.txt -T words` (no --lowercase) gives the same segments
+    segmentation, _binary = morfessor_files
+    words = ["Walked", "THREE", "Reworked", "walked"]
+    expected = morfessor_command(segmentation, words)
+    assert load_segmenter(segmentation).segment_words(words) == expected
+    assert expected[0] != ["Walk", "ed"] and expected[3] == ["walk", "ed"]
+
+
 def test_a_morfessor_binary_model_is_refused_unread(tmp_path, morfessor_files):
     _segmentation, binary = morfessor_files
     with pytest.raises(ModelError) as refused:
@@ -107,12 +183,66 @@ def test_a_morfessor_binary_model_is_refused_unread(tmp_path, morfessor_files):
     assert not marker.exists()
 
 
-def test_a_file_of_neither_tool_is_one_line(tmp_path, capsys):
+def test_a_file_of_no_known_kind_is_one_line(tmp_path, capsys):
     junk = tmp_path / "notes.txt"
     junk.write_text("just some words\n", encoding="utf-8")
     assert main(["segment", "--model", str(junk), os.devnull]) == EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and str(junk) in err and "SentencePiece" in err
+    assert "\n" not in err and str(junk) in err
+    for kind in ("SentencePiece", "youtokentome", "Morfessor segmentation file"):
+        assert kind in err
+
+
+@pytest.fixture(scope="module")
+def yttm_model(text, tmp_path_factory) -> Path:
+    """A BPE model as the ``yttm`` command writes it, trained on the text as written (cased)."""
+    pytest.importorskip("youtokentome", reason="youtokentome is not installed (optional backend)")
+    model = tmp_path_factory.mktemp("yttm") / "yttm.model"
+    command = [Path(sys.executable).with_name("yttm"), "bpe", "--data", text, "--model", model]
+    subprocess.run(
+        [*command, "--vocab_size", "60", "--n_threads", "1"], check=True, capture_output=True
+    )
+    return model
+
+
+def yttm_segments(model: Path, words: list[str]) -> list[list[str]]:
+    """``words`` as youtokentome's own ``encode`` segments them, the word-start marker dropped."""
+    import youtokentome as yttm
+
+    encoded = yttm.BPE(str(model)).encode(words, output_type=yttm.OutputType.SUBWORD)
+    return [[p for p in (piece.lstrip("\u2581") for piece in pieces) if p] for pieces in encoded]
+
+
+def test_a_youtokentome_model_segments_as_youtokentome_does(yttm_model, tmp_path, capsys):
+    words = ["walked", "jumping", "The", "They", "Zebra€"]
+    expected = yttm_segments(yttm_model, words)
+    segmenter = load_segmenter(yttm_model)
+    assert segmenter.segment_words(words) == expected
+    assert any(len(pieces) > 1 for pieces in expected)
+    # cased: its pieces have upper case, so "The" is not lower-cased (which segments otherwise)
+    assert expected[2] != [m.capitalize() for m in yttm_segments(yttm_model, ["the"])[0]]
+    listed = tmp_path / "words.txt"
+    listed.write_text("\n".join(words[:2]) + "\n", encoding="utf-8")
+    assert main(["segment", "--model", str(yttm_model), str(listed), "--quiet"]) == 0
+    assert capsys.readouterr().out == "".join(" ".join(s) + "\n" for s in expected[:2])
+
+
+def test_evaluate_scores_a_youtokentome_model(yttm_model, tmp_path, capsys):
+    gold = tmp_path / "gold.tsv"
+    found = yttm_segments(yttm_model, ["walked", "jumping"])
+    analyses = [" @@".join(morphs) for morphs in found]
+    gold.write_text(f"walked\t{analyses[0]}\njumping\t{analyses[1]}\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(yttm_model), "--gold", str(gold)]) == 0
+    out = capsys.readouterr().out
+    assert "yttm.model" in out and "1.000" in out and "0.000" not in out
+
+
+def test_a_damaged_youtokentome_model_is_refused(yttm_model, tmp_path, capsys):
+    cut = tmp_path / "cut.model"
+    cut.write_text("".join(yttm_model.read_text().splitlines(keepends=True)[:-3]))
+    assert main(["segment", "--model", str(cut), os.devnull]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(cut) in err and "youtokentome" in err and "damaged" in err
 
 
 def test_segment_and_evaluate_take_the_files(morfessor_files, spm_model, tmp_path, capsys):
@@ -202,15 +332,31 @@ def test_baseline_out_writes_a_file_morfessor_reads(mlflow_store, text, capsys):
     out = mlflow_store / "morfessor"
     args = ["--corpus", str(text), "--gold-max-words", "50", "--out", str(out)]
     assert main(["baseline", "--method", "morfessor", *args]) == 0
-    words = ["helped", "kicking", "opener", "callers"]  # letters of the training split
-    found = subprocess.run(
-        [MORFESSOR, "-L", out / "morfessor.segmentations.txt", "-T", "-"],
-        input="\n".join(words) + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\n")
-    assert load_segmenter(out).segment_words(words) == [line.split(" ") for line in found if line]
+    words = ["helped", "kicking", "opener", "callers", *UNSEEN]  # letters of the training split
+    expected = morfessor_command(out / "morfessor.segmentations.txt", words)
+    assert load_segmenter(out).segment_words(words) == expected
+    assert ["t", "h", "r", "e", "e"] in expected
+    # trained lower-cased: segrl lower-cases its input, as the command's --lowercase does, and
+    # cuts the segments from the word as written
+    cased = ["Walked", "THREE", "Reworked"]
+    found = load_segmenter(out).segment_words(cased)
+    expected = morfessor_command(out / "morfessor.segmentations.txt", cased, "--lowercase")
+    assert [[m.lower() for m in morphs] for morphs in found] == expected
+    assert found[0] == ["Walk", "ed"] and expected[1] == ["t", "h", "r", "e", "e"]
+
+
+def test_viterbi_smoothing_is_saved_and_the_command_reproduces_it(mlflow_store, text, capsys):
+    out = mlflow_store / "smoothed"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--out", str(out)]
+    assert main(["baseline", "--method", "morfessor", *args, "--viterbi-smoothing", "1"]) == 0
+    meta = json.loads((out / "segmenter.json").read_text(encoding="utf-8"))
+    assert meta["options"]["viterbi_smoothing"] == 1
+    model = out / "morfessor.segmentations.txt"
+    expected = morfessor_command(model, UNSEEN, "--viterbi-smoothing", "1")
+    assert load_segmenter(out).segment_words(UNSEEN) == expected
+    assert expected != morfessor_command(model, UNSEEN)
+    assert main(["baseline", "--method", "morfessor", *args, "--viterbi-smoothing", "-1"]) == 2
+    assert "--viterbi-smoothing must be 0 or more, got -1" in capsys.readouterr().err
 
 
 def test_corpus_weight_sets_morfessors_alpha(corpus):
@@ -241,7 +387,9 @@ def test_morfessor_annotations_train_semi_supervised(corpus, tmp_path):
     annotations.write_text("# Morfessor's annotation format\noften of ten\nhome ho me\n", "utf-8")
     plain = MorfessorSegmenter(cache_dir="").train(corpus)
     taught = MorfessorSegmenter(annotations=str(annotations), cache_dir="").train(corpus)
-    assert [plain.segment(w) for w in ("often", "home")] == [["often"], ["home"]]
+    # "home" is in the text only as "home.": unseen, it splits into its letters (no smoothing,
+    # as the morfessor command segments) until the annotations teach "ho" and "me"
+    assert [plain.segment(w) for w in ("often", "home")] == [["often"], ["h", "o", "m", "e"]]
     assert [taught.segment(w) for w in ("often", "home")] == [["of", "ten"], ["ho", "me"]]
     assert taught.segment("walked") == ["walk", "ed"]
 

@@ -73,6 +73,12 @@ class Segmenter(ABC):
         """Segment a batch of words."""
         return [self.segment(w) for w in words]
 
+    def characters(self) -> frozenset[str]:
+        """The characters the trained model knows: its alphabet, or for a model read from another
+        tool's file (``alphabet`` None), the characters of its own pieces. Upper case among them
+        means it was trained on cased text, and is to be given text as written."""
+        return self.alphabet if self.alphabet is not None else self._model_characters()
+
     def segment_sentence(self, sentence: str) -> list[list[str]]:
         """Segment each space-separated word of a sentence."""
         return self.segment_words(sentence.split())
@@ -137,6 +143,10 @@ class Segmenter(ABC):
     @abstractmethod
     def _segment(self, word: str) -> list[str]:
         """Pieces of ``word``, whose characters are all in the alphabet; they must spell it."""
+
+    def _model_characters(self) -> frozenset[str]:
+        """The characters of the model's own pieces (for ``characters`` where there is no alphabet)."""
+        return frozenset()
 
     def _save_files(self, folder: Path) -> None:  # noqa: B027 - models without files save nothing
         pass

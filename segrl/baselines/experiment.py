@@ -47,6 +47,7 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
             seed=seed,
             dampening=config.morfessor_dampening,
             max_epochs=config.morfessor_max_epochs,
+            viterbi_smoothing=config.morfessor_viterbi_smoothing,
         )
     if issubclass(cls, SentencePieceSegmenter):
         return cls(vocab_size=config.vocab_size, character_coverage=config.character_coverage)
@@ -58,8 +59,8 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
 def segmenter_name(config: BaselineConfig) -> str:
     """The segmenter's name in ``segrl compare``: the method with the options that distinguish its
     runs (``unigram-8000``; ``morfessor-log`` where counts are not types; ``-cw0.5`` a Morfessor
-    corpus weight, ``-e3`` a cap on Morfessor's epochs and ``-cc0.9995`` a SentencePiece character
-    coverage other than 1;
+    corpus weight, ``-e3`` a cap on Morfessor's epochs, ``-vs1`` a Morfessor Viterbi smoothing other
+    than 0 and ``-cc0.9995`` a SentencePiece character coverage other than 1;
     ``-annotated`` Morfessor trained semi-supervised)."""
     name = config.method
     if config.method in ("bpe", "unigram", "yttm-bpe"):
@@ -72,6 +73,8 @@ def segmenter_name(config: BaselineConfig) -> str:
         name += f"-cw{config.morfessor_corpus_weight:g}"
     if config.method == "morfessor" and config.morfessor_max_epochs is not None:
         name += f"-e{config.morfessor_max_epochs}"
+    if config.method == "morfessor" and config.morfessor_viterbi_smoothing != 0:
+        name += f"-vs{config.morfessor_viterbi_smoothing:g}"
     if config.method == "morfessor" and config.morfessor_annotations is not None:
         name += "-annotated"
     return name
@@ -113,6 +116,10 @@ def run_baseline(
     if not config.morfessor_corpus_weight > 0:
         raise ConfigError(
             f"--corpus-weight must be above 0, got {config.morfessor_corpus_weight:g}"
+        )
+    if not config.morfessor_viterbi_smoothing >= 0:
+        raise ConfigError(
+            f"--viterbi-smoothing must be 0 or more, got {config.morfessor_viterbi_smoothing:g}"
         )
     if config.morfessor_max_epochs is not None and config.morfessor_max_epochs < 1:
         raise ConfigError(

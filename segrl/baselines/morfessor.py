@@ -32,7 +32,10 @@ MODEL_FILE = "morfessor.segmentations.txt"
 PICKLE_START = b"\x80"
 """How a pickle of protocol 2 or later, as Morfessor's binary models are, starts."""
 DAMPENING: tuple[str, ...] = typing.get_args(Dampening)
-MIN_VITERBI_LENGTH = 30
+VITERBI_MAXLEN = 30
+"""The longest segment Viterbi considers: the ``morfessor`` command's ``--viterbi-maxlen`` default."""
+DECODING_OPTIONS = ("viterbi_smoothing",)
+"""Options that change how words are segmented, not what is trained (kept out of the cache key)."""
 
 
 def default_cache_dir() -> Path:
@@ -51,6 +54,13 @@ class MorfessorSegmenter(Segmenter):
     (``morfessor -W``; None: Morfessor balances the annotated and unannotated tokens),
     ``max_epochs`` (None: until Morfessor's cost stops improving), ``cache_dir`` (None: the default
     cache; ``""``: no cache).
+
+    Words are segmented as the ``morfessor`` command segments them (``morfessor -L model.txt -T
+    words``): Viterbi over the model's morphs and single characters, segments at most
+    ``VITERBI_MAXLEN`` long, with additive smoothing ``viterbi_smoothing`` (``morfessor
+    --viterbi-smoothing``; 0, the command's default: no morph the model does not know, other than a
+    single character, is chosen). The library's own ``viterbi_segment`` smooths by 1 unless told
+    otherwise, which splits unseen words differently; segrl never uses that default.
     """
 
     method = "morfessor"
@@ -63,12 +73,15 @@ class MorfessorSegmenter(Segmenter):
         annotations: str | None = None,
         annotation_weight: float | None = None,
         max_epochs: int | None = None,
+        viterbi_smoothing: float = 0.0,
         cache_dir: str | None = None,
     ):
         if dampening not in DAMPENING:
             raise ValueError(f"dampening must be one of {DAMPENING}, got {dampening!r}")
         if max_epochs is not None and max_epochs < 1:
             raise ValueError(f"max_epochs must be at least 1 or None, got {max_epochs}")
+        if not viterbi_smoothing >= 0:
+            raise ValueError(f"viterbi_smoothing must be 0 or more, got {viterbi_smoothing!r}")
         super().__init__(
             corpusweight=corpusweight,
             dampening=dampening,
@@ -76,13 +89,13 @@ class MorfessorSegmenter(Segmenter):
             annotations=annotations,
             annotation_weight=annotation_weight,
             max_epochs=max_epochs,
+            viterbi_smoothing=viterbi_smoothing,
         )
         self.cache_dir = (
             default_cache_dir() if cache_dir is None else (Path(cache_dir) if cache_dir else None)
         )
         self.model: morfessor.BaselineModel | None = None
         self.from_cache = False
-        self._longest: int | None = None
 
     @classmethod
     def from_segmentation_file(cls, path: str | Path) -> MorfessorSegmenter:
@@ -93,9 +106,12 @@ class MorfessorSegmenter(Segmenter):
         refuse_binary_model(path)
         segmenter = cls(cache_dir="")
         segmenter._read(path)
-        segmenter.alphabet = frozenset(c for m, _ in segmenter.model.get_constructions() for c in m)
+        segmenter.alphabet = None  # every character goes to Morfessor as it is, as the command does
         segmenter.trained = True
         return segmenter
+
+    def _model_characters(self) -> frozenset[str]:
+        return frozenset(c for morph, _count in self.model.get_constructions() for c in morph)
 
     def _train(self, corpus: Corpus) -> None:
         cached = self._cache_path(corpus)
@@ -123,7 +139,7 @@ class MorfessorSegmenter(Segmenter):
             model.train_batch(max_epochs=self.options.get("max_epochs"))
         finally:
             random.setstate(state)
-        self.model, self._longest = model, None
+        self.model = model
         if cached is not None:
             cached.parent.mkdir(parents=True, exist_ok=True)
             tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
@@ -131,22 +147,17 @@ class MorfessorSegmenter(Segmenter):
             tmp.replace(cached)
 
     def _segment(self, word: str) -> list[str]:
-        # Viterbi looks at segments up to ``maxlen`` long at every position: capped at the longest
-        # morph the model knows (at least 30), a word of n characters costs O(n), not O(n^2)
-        maxlen = min(len(word), max(MIN_VITERBI_LENGTH, self._longest_morph()))
-        segments, _cost = self.model.viterbi_segment(word, maxlen=maxlen)
+        # as `morfessor -T` does: the smoothing and maxlen of its --viterbi-* flags
+        segments, _cost = self.model.viterbi_segment(
+            word, addcount=self.options["viterbi_smoothing"], maxlen=VITERBI_MAXLEN
+        )
         return list(segments)
-
-    def _longest_morph(self) -> int:
-        """The longest morph of the model's lexicon (computed once per model)."""
-        if self._longest is None:
-            self._longest = max((len(m) for m, _ in self.model.get_constructions()), default=0)
-        return self._longest
 
     def _cache_path(self, corpus: Corpus) -> Path | None:
         if self.cache_dir is None or self.options["annotations"] is not None:
             return None
-        key = hashlib.sha256(json.dumps(self.options, sort_keys=True).encode()).hexdigest()[:8]
+        trained = {k: v for k, v in self.options.items() if k not in DECODING_OPTIONS}
+        key = hashlib.sha256(json.dumps(trained, sort_keys=True).encode()).hexdigest()[:8]
         return self.cache_dir / f"morfessor-{corpus.fingerprint}-{key}.txt"
 
     def _write(self, path: Path) -> None:
@@ -162,7 +173,7 @@ class MorfessorSegmenter(Segmenter):
             raise ModelError(f"{path}: cannot read the Morfessor model ({e})") from None
         if not segmentations:
             raise ModelError(f"{path}: no segmentations in it; damaged or not a Morfessor model")
-        self.model, self._longest = model, None
+        self.model = model
 
     def _save_files(self, folder: Path) -> None:
         self._write(folder / MODEL_FILE)

@@ -16,6 +16,8 @@ from segrl.data.corpus import Corpus
 from segrl.errors import ConfigError, ModelError
 
 MODEL_FILE = "sentencepiece.model"
+WORD_MARKER = "\u2581"
+"""What starts a word's first piece in SentencePiece's pieces."""
 
 
 class SentencePieceSegmenter(Segmenter):
@@ -71,6 +73,22 @@ class SentencePieceSegmenter(Segmenter):
         segmenter.options["character_coverage"] = spec.character_coverage
         segmenter.trained = True
         return segmenter
+
+    def _model_characters(self) -> frozenset[str]:
+        # the characters of its normal pieces (not <unk>, control, byte or unused ones), without
+        # the word-start marker
+        processor = self._processor
+        pieces = (
+            processor.id_to_piece(i)
+            for i in range(processor.get_piece_size())
+            if not (
+                processor.is_unknown(i)
+                or processor.is_control(i)
+                or processor.is_byte(i)
+                or processor.is_unused(i)
+            )
+        )
+        return frozenset(c for piece in pieces for c in piece) - {WORD_MARKER}
 
     def sample(self, alpha: float, seed: int) -> None:
         """From now on, segment by sampling (subword regularisation: SentencePiece's

@@ -21,6 +21,7 @@ BASELINE_FLAGS = FlagTable(
         Flag("--morfessor-dampening", "morfessor_dampening", str, "{ones,log,none}"),
         Flag("--corpus-weight", "morfessor_corpus_weight", float, "ALPHA"),
         Flag("--morfessor-epochs", "morfessor_max_epochs", int, "N"),
+        Flag("--viterbi-smoothing", "morfessor_viterbi_smoothing", float, "S"),
         Flag("--morfessor-annotations", "morfessor_annotations", str, "FILE"),
         Flag("--annotation-weight", "morfessor_annotation_weight", float, "W"),
         Flag("--character-coverage", "character_coverage", float, "F"),
