@@ -83,6 +83,7 @@ def test_a_default_lm_rewarded_agent_run_names_every_option(mlflow_store, small_
         "evaluator.lm.arch.max_segment_length": str(NO_LIMIT),
         "evaluator.lm.reward": "posterior",
         "evaluator.lm.pretrain_steps": str(math.ceil(episodes / 64)),
+        "evaluator.lm.patience": "2",
         "reinforce.per_action_gradient": "forward-kl",
         "reinforce.entropy_coef": "2.0",
         "ppo.ent_coef": "2.0",
@@ -199,9 +200,15 @@ def test_lm_defaults_by_user_and_text():
     plain = resolve_train_config(agent, replace_start(corpus_kind="words"))
     assert plain.evaluator.lm.arch.lexicon_size == 0 and plain.env.teacher_features is False
     assert plain.evaluator.lm.arch.length_penalty == 0.05  # unpriced, on a word list
+    # the evaluator's early stopping: on spaced text its patience, with hidden spaces none
+    assert (on_words.evaluator.lm.patience, on_words.evaluator.lm.prune_uses) == (2, "corpus")
+    assert resolve_train_config(agent, START).evaluator.lm.patience == 2
     agent.env.hide_spaces = True
     hidden = resolve_train_config(agent, START).evaluator.lm.arch
     assert (hidden.context, hidden.max_segment_length, hidden.length_penalty) == ("lstm", 12, 0.0)
+    assert resolve_train_config(agent, START).evaluator.lm.patience == 0
+    agent.evaluator.lm.patience = 3  # asked for: kept
+    assert resolve_train_config(agent, START).evaluator.lm.patience == 3
 
 
 def replace_start(**changes) -> JobStart:

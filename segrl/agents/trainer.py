@@ -48,6 +48,7 @@ from segrl.config import NO_LIMIT, validate_config
 from segrl.data import Corpus, GoldWord, load_corpus
 from segrl.envs.setup import has_decision
 from segrl.envs.vector import VectorSentenceSegmentEnv
+from segrl.evaluators.registry import evaluator_patience
 from segrl.jobs import RUNS_ROOT, Job, JobStart, RunDir, resolve_job_tables
 from segrl.lm.config import resolve_lm_config
 from segrl.metrics import (
@@ -234,6 +235,7 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     if pretrain_steps is None:
         pretrain_steps = lm.pretrain_epochs * math.ceil(start.texts / lm.batch_size)
     lm = replace(lm, arch=arch, reward=lm.variant(mode), pretrain_steps=pretrain_steps)
+    lm = replace(lm, patience=evaluator_patience(lm, config.env.hide_spaces))
     cache_dir = config.evaluator.cache_dir
     evaluator = replace(
         config.evaluator,

@@ -77,7 +77,7 @@ from segrl.data import Corpus, GoldWord
 from segrl.data.wordlists import dampen
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators.base import NO_SPLIT, SPLIT, Evaluator, SegmentationBatch
-from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
+from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig, evaluator_patience
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import LMConfig, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
@@ -107,7 +107,8 @@ class LMEvaluator(Evaluator):
         seed: seed of the replay buffer's draws and of ``resample``'s redraws.
         words: the training corpus's word counts (``texts = "corpus-words"`` draws from them).
         heldout: held-out texts, whose marginal bits per character the LM's early stopping reads
-            (``config.patience``; ``from_config`` gives the corpus's held-out word types).
+            (``config.patience``; ``from_config`` gives the corpus's held-out word types); none:
+            no early stopping, where ``config.patience`` is None or 0.
     """
 
     name = "lm"
@@ -352,7 +353,8 @@ class LMEvaluator(Evaluator):
         """Early stopping (``config.patience``): the LM's held-out marginal bits per character
         against its best; after ``patience`` checks without improvement the best weights come back
         and the LM stops learning. {} where it does not stop early."""
-        if not self.config.patience:
+        patience = evaluator_patience(self.config, hide_spaces=False) if self.heldout else 0
+        if not patience:
             return {}
         stopping = self.stopping
         bpc = bits_per_char(self.lm, self.heldout, batch_size=self.config.batch_size)
@@ -361,7 +363,7 @@ class LMEvaluator(Evaluator):
             self.best_weights = copy.deepcopy(self.lm.state_dict())
         else:
             stopping["bad_checks"] += 1
-            if stopping["bad_checks"] >= self.config.patience:
+            if stopping["bad_checks"] >= patience:
                 self.lm.load_state_dict(self.best_weights)
                 stopping["stopped"] = True
         return {"lm_valid_bits_per_char": bpc, "lm_stopped": float(stopping["stopped"])}
