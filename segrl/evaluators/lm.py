@@ -11,6 +11,11 @@ does (``update``): every batch the agent segments goes into a replay buffer of t
   not feed back into the LM, which learns the texts the agent sees on its own (by default the
   distinct words of the sampled sentences, ``texts = "word-types"``).
 
+Every epoch of the corpus's word types in updates, an LM with a pruned lexicon prunes it on the uses
+of every training word type (``prune_uses``), and the LM's marginal bits per character on the
+corpus's held-out word types are checked: once they have not improved for ``patience`` checks the LM
+takes back its best weights and learns no more, as ``segrl lm train`` stops (``patience``).
+
 Rewards (higher is better; ``|X|`` is the text's characters plus one for its end, as bits per
 character count them; ``pi`` the sampling policy, ``pi(S|X) = prod_i pi(s_i|X)`` over free positions):
 
