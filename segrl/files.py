@@ -1,5 +1,5 @@
 """Folders written atomically (a save interrupted half-way leaves the earlier folder intact), the
-check that an output folder can be written before work starts, what made a write fail mid-run (a full
+checks that an output folder can be written and holds no one else's files before work starts, what made a write fail mid-run (a full
 disk, a read-only folder), and a folder held by one process at a time (a run folder while it
 trains)."""
 
@@ -10,7 +10,7 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,34 @@ def check_writable_folder(path: str | Path, option: str) -> Path:
     if problem is not None:
         raise ConfigError(f"{option} {path}: {problem}; give a folder you can write")
     return Path(path)
+
+
+def check_own_folder(path: str | Path, option: str, own: Collection[str], ours: str) -> Path:
+    """Raise ``ConfigError`` unless ``path`` can be written (``check_writable_folder``) and is new,
+    empty, or one an earlier run of the same command wrote (it holds a file named in ``own``), which
+    the command may resume or replace; checked before anything is written. A folder of other files
+    is refused: what a command writes into its output folder (a model folder replaced whole) would
+    overwrite them. ``ours`` ends the message: which folder to give instead."""
+    check_writable_folder(path, option)
+    others = foreign_files(path, own)
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise ConfigError(
+            f"{option} {path}: a folder of other files ({shown}), which this command could "
+            f"overwrite; give a new or empty folder, or {ours}"
+        )
+    return Path(path)
+
+
+def foreign_files(path: str | Path, own: Collection[str]) -> list[str]:
+    """The names in the folder ``path`` that a command whose output folders hold a file named in
+    ``own`` must not write among (sorted); none where ``path`` is new, empty (a ``LOCK_FILE`` left
+    by a process that died aside) or holds one of ``own``."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return []
+    names = sorted(entry.name for entry in folder.iterdir() if entry.name != LOCK_FILE)
+    return [] if any(name in own for name in names) else names
 
 
 def folder_problem(path: str | Path) -> str | None:

@@ -14,9 +14,12 @@ A run folder holds ``config.toml`` (the resolved config: every option with its v
 ``requested.toml`` (the config as it was asked for, options left unset listed as such),
 ``checkpoint.pt`` (the last checkpoint: models, optimisers, step, data order, every RNG state),
 ``run.json`` (the MLflow run id, the step, whether the run finished, with which budget and metrics)
-and what the trainer saves at the end. Running the same command again with the same ``--out``
-folder resumes from the checkpoint and keeps logging to the same MLflow run; a folder that holds a
-finished run is refused (unless the run kept its checkpoint and a larger budget is asked for: it
+and what the trainer saves at the end. A job writes only into a new or empty folder or a run
+folder (one that holds ``run.json``, ``checkpoint.pt`` or ``requested.toml``): an ``--out`` of
+other files is refused before anything is written (the trainer's saved model would replace a
+subfolder of the user's). Running the same command again with the same ``--out`` folder resumes
+from the checkpoint and keeps logging to the same MLflow run; a folder that holds a finished run
+is refused (unless the run kept its checkpoint and a larger budget is asked for: it
 continues), as is a checkpoint of another config (the resolved configs are compared: a folder
 written before configs were resolved has its saved config resolved the same way), and so is a
 folder another process is training into (held with ``segrl.files.lock_folder`` from ``open`` until
@@ -78,7 +81,9 @@ from segrl.data.gold import BUNDLED_GOLD_SOURCE
 from segrl.errors import ConfigError, SegrlError, WriteError
 from segrl.files import (
     LOCK_FILE,
+    check_own_folder,
     check_writable_folder,
+    foreign_files,
     lock_folder,
     naming,
     unlock_folder,
@@ -102,6 +107,9 @@ REQUESTED_FILE = "requested.toml"
 """Beside ``config.toml``: the config as it was asked for (``RunDir.open``)."""
 CHECKPOINT_FILE = "checkpoint.pt"
 RUN_FILE = "run.json"
+RUN_STATE_FILES = frozenset({RUN_FILE, CHECKPOINT_FILE, REQUESTED_FILE})
+"""The files that tell a run folder: a folder holding one of them is a run's (resumed, or refused
+as finished or of another config); a job writes into no existing folder of other files."""
 
 
 def outermost_missing(path: Path) -> Path | None:
@@ -213,7 +221,8 @@ class RunDir:
         """The run folder for ``config``: ``out`` (resumed when it holds an unfinished run of the
         same config, or a finished one that kept its checkpoint and ``steps``, the budget, is now
         larger), else the first of ``default``, ``default-2``, ... that holds an unfinished run
-        with the same config (resumed), or the first free one.
+        with the same config (resumed), or the first free one. An ``out`` that holds files but
+        none of ``RUN_STATE_FILES`` (the user's) is refused, and such a default is passed over.
 
         ``resolve(config, folder)``: the job's config resolved for a run in ``folder`` (every option
         a value; pure): the folder's ``config`` then, the one compared with a saved run's (resolved
@@ -231,7 +240,7 @@ class RunDir:
             return run
 
         if out:
-            check_writable_folder(out, "--out")
+            check_own_folder(out, "--out", RUN_STATE_FILES, "the run folder of a run to resume")
             run = at(Path(out))
             if run.has_checkpoint:
                 differences = run.config_differences(run.config, resolve)
@@ -258,6 +267,8 @@ class RunDir:
         check_writable_folder(base, "--out")
         for k in range(1, 10_000):
             run = at(base if k == 1 else base.with_name(f"{base.name}-{k}"))
+            if foreign_files(run.path, RUN_STATE_FILES):  # a folder of the user's, not a run's
+                continue
             if run.finished or (run.has_checkpoint and run.config_differences(run.config, resolve)):
                 continue
             if run.hold() is not None:  # another process is training into it

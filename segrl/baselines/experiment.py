@@ -22,7 +22,7 @@ from segrl.data import (
     without_spaces,
 )
 from segrl.errors import ConfigError
-from segrl.files import check_writable_folder
+from segrl.files import check_own_folder
 from segrl.metrics import evaluate_word_discovery, evaluate_word_segmenter
 from segrl.model_files import CLASSIC_META_FILE
 from segrl.segmentation import render
@@ -88,12 +88,7 @@ def baseline_samples(segmenter: Segmenter, sentences: list[str], n: int = N_SAMP
 def check_out_folder(out: Path) -> None:
     """Raise ``ConfigError`` unless ``out`` can take a saved segmenter: new, empty, or one an earlier
     run saved in (which it replaces; a folder of other files would be lost, so it is refused)."""
-    check_writable_folder(out, "--out")
-    if out.is_dir() and any(out.iterdir()) and not (out / CLASSIC_META_FILE).exists():
-        raise ConfigError(
-            f"--out {out}: a folder of other files, which saving would replace; give a new or "
-            "empty folder, or one segrl baseline saved a segmenter in"
-        )
+    check_own_folder(out, "--out", {CLASSIC_META_FILE}, "one segrl baseline saved a segmenter in")
 
 
 def run_baseline(
