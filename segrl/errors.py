@@ -5,6 +5,8 @@ Every error a user can cause (a bad file, a bad option, an unreachable tracking 
 message and exits non-zero without a traceback; library users catch the type.
 """
 
+import signal
+
 
 class SegrlError(Exception):
     """A problem the user can fix; the message says how."""
@@ -29,6 +31,16 @@ class ModelError(SegrlError):
 class WriteError(SegrlError):
     """A file that could not be written mid-run (a full disk, a read-only folder): the message names
     it, the cause and what was kept to resume from."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A command stopped by a signal: Ctrl-C's SIGINT, or SIGTERM (``segrl.processes``). ``signum``
+    is the signal (the command line exits with 128 + it); the message, where there is one, says what
+    was kept and how to resume."""
+
+    def __init__(self, message: str = "", signum: int = signal.SIGINT):
+        super().__init__(*([message] if message else []))
+        self.signum = signum
 
 
 class DataWarning(UserWarning):

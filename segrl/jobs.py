@@ -78,7 +78,7 @@ from segrl.config import (
 )
 from segrl.data import Corpus
 from segrl.data.gold import BUNDLED_GOLD_SOURCE
-from segrl.errors import ConfigError, SegrlError, WriteError
+from segrl.errors import ConfigError, Interrupted, SegrlError, WriteError
 from segrl.files import (
     LOCK_FILE,
     check_own_folder,
@@ -90,6 +90,7 @@ from segrl.files import (
     write_failure,
     write_remedy,
 )
+from segrl.processes import STOP_SIGNALS, handling
 from segrl.runtime import resolve_device
 from segrl.tracking.runs import (
     active_artifact_folder,
@@ -188,8 +189,9 @@ def _or_no_limit(value: int | None) -> int:
     return NO_LIMIT if value is None else value
 
 
-class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped at a step boundary on request (Ctrl-C); its checkpoint is saved."""
+class TrainingInterrupted(Interrupted):
+    """Training stopped at a step boundary on request (Ctrl-C, SIGTERM: ``signum``); its checkpoint
+    is saved."""
 
 
 class RunDir:
@@ -424,25 +426,27 @@ class RunDir:
         )
 
 
+class StopRequest(threading.Event):
+    """Set by the first stop signal (``segrl.processes.STOP_SIGNALS``); ``signum`` is which."""
+
+    signum: int = signal.SIGINT
+
+
 @contextlib.contextmanager
-def stop_requests() -> Iterator[threading.Event]:
-    """An event set by the first Ctrl-C (SIGINT), so a training loop can stop at a step boundary and
-    checkpoint; a second Ctrl-C interrupts at once. Outside the main thread, never set."""
-    requested = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield requested
-        return
+def stop_requests() -> Iterator[StopRequest]:
+    """An event set by the first Ctrl-C (SIGINT) or SIGTERM, so a training loop can stop at a step
+    boundary and checkpoint; a second interrupts at once. The handlers before are put back after.
+    Outside the main thread, never set."""
+    requested = StopRequest()
 
     def handler(signum, frame):
         if requested.is_set():
-            raise KeyboardInterrupt
+            raise Interrupted(signum=signum)
+        requested.signum = signum
         requested.set()
 
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
+    with handling(handler, STOP_SIGNALS):
         yield requested
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 class Job:
@@ -452,7 +456,7 @@ class Job:
 
     Entering it restores the run folder's checkpoint, if there is one (every RNG state, then
     ``restore(state)``), and starts the MLflow run, or continues the one ``run.json`` names. A run
-    interrupted by Ctrl-C, or by a write that fails (a full disk, a read-only folder: a
+    interrupted by Ctrl-C or SIGTERM, or by a write that fails (a full disk, a read-only folder: a
     ``WriteError`` naming the file and the last good checkpoint), ends as KILLED in MLflow.
 
     Args:
@@ -525,7 +529,7 @@ class Job:
         self.previous_seconds = 0.0
         """Training seconds of the sessions before this one."""
         self.interrupted = False
-        self.stop = threading.Event()
+        self.stop = StopRequest()
         self.progress: tqdm | None = None
         self._end = False
         self._window: dict[str, list[float]] = defaultdict(list)
@@ -645,7 +649,9 @@ class Job:
     def raise_if_interrupted(self) -> None:
         """``TrainingInterrupted`` after a stop request (the checkpoint is saved)."""
         if self.interrupted:
-            raise TrainingInterrupted(f"stopped at step {self.step}; run again to resume")
+            raise TrainingInterrupted(
+                f"stopped at step {self.step}; run again to resume", self.stop.signum
+            )
 
     def save(self) -> None:
         """Checkpoint the last step made: the trainer's state, the step, the training seconds."""
@@ -681,8 +687,8 @@ class Job:
         return metrics
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        """End the MLflow run (KILLED, resumable, after a Ctrl-C or a failed write) and let go of
-        the run folder. A full disk or an unwritable folder met while saving the model or logging
+        """End the MLflow run (KILLED, resumable, after a Ctrl-C, a SIGTERM or a failed write) and
+        let go of the run folder. A full disk or an unwritable folder met while saving the model or logging
         an artifact is raised as a ``WriteError`` naming the file and the last good checkpoint."""
         self.close_progress()
         unlock_folder(self.run.path)

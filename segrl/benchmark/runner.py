@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -38,8 +39,9 @@ from segrl.data.segmented import (
     split_files,
 )
 from segrl.data.synthetic import is_synthetic
-from segrl.errors import ConfigError, TrackingError
+from segrl.errors import ConfigError, Interrupted, TrackingError
 from segrl.files import check_writable_folder
+from segrl.processes import handling, raise_interrupt
 from segrl.tracking.runs import end_run_killed, log_artifact, log_metrics, start_run
 from segrl.tracking.store import absolute_tracking_uri
 
@@ -47,9 +49,9 @@ STATE_FILE = "bench.json"
 DEFAULT_EXPERIMENT = "segrl-bench"
 
 
-class BenchInterrupted(KeyboardInterrupt):
-    """A bench stopped by Ctrl-C: no queued cell started, the running ones were stopped, and the
-    parent run ended KILLED; the message says how to resume."""
+class BenchInterrupted(Interrupted):
+    """A bench stopped by Ctrl-C or SIGTERM (``signum``): no queued cell started, the running ones
+    were stopped, and the parent run ended KILLED; the message says how to resume."""
 
 
 @dataclass
@@ -164,8 +166,11 @@ def run_bench(
         execute = _on_ray(ray_address) if ray_address else _locally(workers)
         results = []
         progress = tqdm(total=len(jobs), desc=f"bench {suite.name}", unit="cell")
-        try:
-            with contextlib.closing(execute(jobs)) as finished:  # closed: the cells are stopped
+        try:  # SIGTERM stops the bench as Ctrl-C does
+            with (
+                handling(raise_interrupt, [signal.SIGTERM]),
+                contextlib.closing(execute(jobs)) as finished,  # closed: the cells are stopped
+            ):
                 for job, result in finished:
                     results.append(
                         {
@@ -180,14 +185,15 @@ def run_bench(
                     )
                     progress.set_postfix_str(f"{job.cell.id}: {result['status']}")
                     progress.update()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stopped:
             progress.close()
             end_run_killed()
             raise BenchInterrupted(
                 f"bench {suite.name} stopped after {len(results)} of {len(jobs)} cells, its MLflow "
                 f"parent run KILLED; run the same command (the same --out, {folder}) to resume: "
                 "finished cells are skipped, stopped training cells resume from their "
-                "checkpoints, the same parent run continues"
+                "checkpoints, the same parent run continues",
+                getattr(stopped, "signum", signal.SIGINT),
             ) from None
         progress.close()
         order = {job.cell.id: i for i, job in enumerate(jobs)}

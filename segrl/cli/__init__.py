@@ -2,7 +2,8 @@
 
 Each subcommand group lives in its own module with a ``register(subparsers)`` function; a user error
 (``SegrlError``, or a path with a name longer than the file system allows) is printed as one line on
-stderr with a non-zero exit code, never as a traceback.
+stderr with a non-zero exit code, never as a traceback. SIGTERM stops a command as Ctrl-C does (a
+training job at its next step, checkpointed): one line, exit code 128 + the signal (130, 143).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import argparse
 import errno
 import importlib
 import os
+import signal
 import sys
 import warnings
 
 from segrl import __version__
 from segrl.errors import DataWarning, SegrlError
+from segrl.processes import handling, raise_interrupt
 from segrl.tracking.tags import set_command
 
 COMMAND_MODULES = (
@@ -30,6 +33,7 @@ COMMAND_MODULES = (
 )
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+"""Ctrl-C's exit code, 128 + SIGINT; a SIGTERM's is 128 + SIGTERM, 143."""
 _NAME_TOO_LONG = "a name in this path is longer than the file system allows; give a shorter path"
 
 
@@ -51,15 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     words = _command_words(parser, sys.argv[1:] if argv is None else argv)
     set_command(" ".join(["segrl", *words]))
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), handling(raise_interrupt, [signal.SIGTERM]):
             warnings.showwarning = _show_warning
             return args.func(args) or 0
     except SegrlError as e:
         print(f"segrl: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as e:
-        print(f"segrl: interrupted: {e}" if str(e) else "segrl: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        signum = getattr(e, "signum", signal.SIGINT)
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        print(f"segrl: interrupted{by}" + (f": {e}" if str(e) else ""), file=sys.stderr)
+        return 128 + signum  # as the shell gives a command a signal ended
     except BrokenPipeError:  # the reader stopped reading (`segrl segment ... | head`): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout fails no more
