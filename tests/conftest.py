@@ -10,6 +10,8 @@ import pytest
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DATA = Path(os.environ.get("SEGRL_SHARED_DATA") or SHARED / "data")
 """``../shared/data`` beside the checkout, or ``$SEGRL_SHARED_DATA`` (a checkout elsewhere)."""
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The checkout under test: ``PYTHONPATH`` for the segrl processes a test starts."""
 
 
 @pytest.fixture(autouse=True)
@@ -92,3 +94,16 @@ def shared_path(*parts: str) -> Path:
 
 def pytest_report_header(config):
     return f"shared data: {SHARED_DATA if SHARED_DATA.exists() else 'absent (tests that need it skip)'}; cpus: {os.cpu_count()}"
+
+
+PLANTED = "open({marker!r}, 'w').write('ran')\n"
+"""A module planted in the working folder: it writes ``marker`` if anything imports it."""
+
+
+def plant_modules(folder: Path, names: list[str]) -> list[Path]:
+    """``NAME.py`` in ``folder`` for each name, each writing ``ran-NAME`` there if imported: the
+    markers."""
+    markers = [folder / f"ran-{name}" for name in names]
+    for name, marker in zip(names, markers, strict=True):
+        (folder / f"{name}.py").write_text(PLANTED.format(marker=str(marker)), encoding="utf-8")
+    return markers

@@ -21,7 +21,7 @@ from segrl.errors import ConfigError, DataError
 from segrl.jobs import RunDir
 from segrl.units.config import build_units_config
 
-from .conftest import SHARED_DATA
+from .conftest import CHECKOUT, SHARED_DATA, plant_modules
 
 
 def _suite_file(tmp_path: Path, body: str) -> Path:
@@ -389,6 +389,21 @@ def test_named_corpus_sources_are_not_checked_as_paths(tmp_path):
         check_sources(missing)
 
 
+def test_cells_import_nothing_from_the_working_folder(mlflow_store, small_corpus_file, monkeypatch):
+    """The probe: a ``segrl.py`` (or ``numpy.py``) in the folder a bench runs from ran in every
+    cell, whose ``python -m segrl`` put that folder first on its import path. The cells now run
+    segrl's own modules and succeed, and nothing planted ran."""
+    monkeypatch.setenv("PYTHONPATH", str(CHECKOUT))  # the cells run this checkout's segrl
+    markers = plant_modules(mlflow_store, ["segrl", "numpy", "mlflow"])
+    body = TWO_TRIVIAL.replace("seeds = [0, 1]", "seeds = [0]").replace(
+        'name = "en"\n', f'name = "en"\ncorpus = "{small_corpus_file}"\n'
+    )
+    suite = load_suite(str(_suite_file(mlflow_store, body)))
+    outcome = run_bench(suite, out=mlflow_store / "bench")
+    assert [r["status"] for r in outcome.results] == ["done", "done"], outcome.results
+    assert [m.name for m in markers if m.exists()] == []
+
+
 ONE_LONG_CELL_FIRST = """
 name = "tiny"
 seeds = [0]
@@ -409,10 +424,12 @@ command = "baseline --method words"
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_bench_and_its_queued_cells(mlflow_store, small_corpus_file):
-    """A Ctrl-C (SIGINT to the bench's process group, as a terminal sends it) while the first of
-    three cells trains: that cell stops at a checkpoint, the queued two never start, the parent run
-    ends KILLED, and the message says how to resume; the same command then continues it."""
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_bench_and_its_queued_cells(stop, mlflow_store, small_corpus_file):
+    """A Ctrl-C (SIGINT to the bench's process group, as a terminal sends it), or a SIGTERM to the
+    bench alone (``kill``, a scheduler), while the first of three cells trains: that cell stops at a
+    checkpoint, the queued two never start, the parent run ends KILLED, and the message says how to
+    resume; the same command then continues it."""
     import os
     import signal
 
@@ -436,13 +453,18 @@ def test_ctrl_c_stops_the_bench_and_its_queued_cells(mlflow_store, small_corpus_
     while not (training / "checkpoint.pt").exists():  # the first cell is training
         with contextlib.suppress(subprocess.TimeoutExpired):
             pytest.fail(f"the bench ended first: {bench.wait(timeout=0.1)}, {said.read_text()}")
-    os.killpg(bench.pid, signal.SIGINT)
+    if stop == "ctrl-c":
+        os.killpg(bench.pid, signal.SIGINT)
+    else:
+        bench.send_signal(signal.SIGTERM)
     code = bench.wait(timeout=300)
     err = said.read_text()
-    assert code == 130, err
+    assert code == (130 if stop == "ctrl-c" else 143), err
     lines = [line for line in err.splitlines() if line.startswith("segrl:")]
+    by = "" if stop == "ctrl-c" else " by SIGTERM"
     assert lines == [
-        f"segrl: interrupted: bench tiny stopped after 0 of 3 cells, its MLflow parent run KILLED; "
+        f"segrl: interrupted{by}: bench tiny stopped after 0 of 3 cells, its MLflow parent run "
+        "KILLED; "
         f"run the same command (the same --out, {out}) to resume: finished cells are skipped, "
         "stopped training cells resume from their checkpoints, the same parent run continues"
     ], err

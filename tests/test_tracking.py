@@ -31,6 +31,8 @@ from segrl.tracking.ui import (
     view_page,
 )
 
+from .conftest import CHECKOUT, plant_modules
+
 
 def closed_port() -> int:
     with socket.socket() as s:
@@ -151,15 +153,20 @@ def _wait_until_up(process: subprocess.Popen, base: str) -> None:
 
 @pytest.mark.slow
 def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
-    """``segrl ui`` serves the store over REST; SIGTERM stops it, its server and every worker."""
+    """``segrl ui`` serves the store over REST; SIGTERM stops it, its server and every worker. An
+    ``mlflow.py`` or ``uvicorn.py`` in the working folder runs in none of them (the probe: ``python
+    -m mlflow ui`` put the folder first on the server's import path, and MLflow's server starts its
+    workers with ``python -m uvicorn``)."""
     with start_run({"x": 1}, "exp", "for-ui") as run:
         log_segmenter("unigram", "baseline", {"boundary_f1": 0.375}, "sample\n")
+    markers = plant_modules(mlflow_store, ["mlflow", "uvicorn", "numpy"])
     port = closed_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "segrl", "ui", "--port", str(port)],
+    process = subprocess.Popen(  # -P: as the console script `segrl`, which imports nothing here
+        [sys.executable, "-P", "-m", "segrl", "ui", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(CHECKOUT)},
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -187,6 +194,7 @@ def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
         assert not [w for w in workers if _alive(w)], "workers outlived segrl ui"
         with pytest.raises(OSError):
             urllib.request.urlopen(f"{base}/health", timeout=2)
+        assert [m.name for m in markers if m.exists()] == []
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

@@ -2,7 +2,8 @@
 
 A cell's command is the system's command line with the language's corpus, gold set and data options,
 the seed, one CPU thread, the bench's MLflow experiment and a run folder of its own. It runs as a child
-process whose MLflow run becomes a child of the bench's parent run (``MLFLOW_RUN_ID``) with the cell's
+process (started in the user's working folder, which is kept off its import path:
+``segrl.processes``) whose MLflow run becomes a child of the bench's parent run (``MLFLOW_RUN_ID``) with the cell's
 tags (``SEGRL_RUN_TAGS``). When it succeeds its metrics are written to ``result.json`` in the cell's
 folder; a re-run of the bench skips every cell that has one, and a cell that was interrupted starts its
 command again with the same run folder, so a training command resumes from its checkpoint.
@@ -15,10 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from importlib import metadata, resources
@@ -30,6 +29,7 @@ from segrl.data.gold import BUNDLED_GOLD
 from segrl.data.segmented import is_segmented
 from segrl.data.synthetic import GENERATOR_VERSION, is_synthetic
 from segrl.metrics import POSTERIOR_PREFIX
+from segrl.processes import python_command, python_environment
 
 METRICS = (
     "boundary_precision",
@@ -167,8 +167,8 @@ def run_cell(job: CellJob, processes: CellProcesses | None = None) -> dict:
     if processes.stopped:
         return {**base, "status": "stopped"}
     folder.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
+    env = {  # the working folder off the cells' import path: a segrl.py there does not run
+        **python_environment(),
         "MLFLOW_TRACKING_URI": job.tracking_uri,
         "MLFLOW_RUN_ID": job.parent_run_id,
         RUN_TAGS_VARIABLE: json.dumps({**job.tags, CELL_TAG: job.cell.id}),
@@ -178,7 +178,7 @@ def run_cell(job: CellJob, processes: CellProcesses | None = None) -> dict:
         out.write("segrl " + " ".join(argv) + "\n")
         out.flush()
         code = processes.run(
-            [sys.executable, "-m", "segrl", *argv],
+            python_command("-m", "segrl", *argv),
             cwd=job.cwd,
             env=env,
             stdout=out,

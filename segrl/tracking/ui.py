@@ -21,14 +21,22 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 
 from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, COVERED_FRACTION, GOLD_WORDS
-from segrl.tracking.store import DEFAULT_EXPERIMENT, ensure_reachable, tracking_uri
+from segrl.processes import handling, python_command, python_environment, raise_interrupt
+from segrl.tracking.store import (
+    DEFAULT_EXPERIMENT,
+    absolute_tracking_uri,
+    ensure_reachable,
+    tracking_uri,
+)
 from segrl.tracking.tags import CORPUS_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG, KIND_TAG
 
 EXPERIMENT_KIND_TAG, RUNS_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -195,9 +203,11 @@ def ui_command(
     host: str = "127.0.0.1", port: int = 5000, uri: str | None = None, app: bool = False
 ) -> list[str]:
     """The command that serves the MLflow UI on the same store as ``segrl``'s runs (``app``: with
-    segrl's MLflow app)."""
-    uri = uri or tracking_uri()
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
+    segrl's MLflow app), whatever folder it runs in: the store's path and the folder of artifacts
+    uploaded through the UI (MLflow's ``./mlartifacts``) made absolute, from this working folder."""
+    uri = uri or absolute_tracking_uri()
+    command = python_command("-m", "mlflow", "ui", "--backend-store-uri", uri)
+    command += ["--artifacts-destination", str(Path.cwd() / "mlartifacts")]
     command += ["--host", host, "--port", str(port)]
     return command + (["--app-name", APP_NAME] if app else [])
 
@@ -223,20 +233,23 @@ def run_ui(host: str = "127.0.0.1", port: int = 5000) -> int:
         )
     url = runs_table_url(f"http://{host}:{port}", uri=uri, app=app)
     print(f"MLflow UI for {uri} (Ctrl-C stops it); the segrl runs: {url}", flush=True)
-    # its own process group: the server and every worker it starts stop together
-    server = subprocess.Popen(ui_command(host, port, uri, app), start_new_session=True)
-
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        return server.wait()
-    except KeyboardInterrupt:
-        stop_process_group(server)
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # its own process group: the server and every worker it starts stop together. It runs in an
+    # empty folder, so that nothing in the working folder is imported: not by the server (-P,
+    # PYTHONSAFEPATH: segrl.processes), nor by its uvicorn workers, which put their own working
+    # folder on their import path
+    with tempfile.TemporaryDirectory(prefix="segrl-ui-") as empty:
+        server = subprocess.Popen(
+            ui_command(host, port, absolute_tracking_uri(), app),
+            start_new_session=True,
+            env=python_environment(),
+            cwd=empty,
+        )
+        try:
+            with handling(raise_interrupt, [signal.SIGTERM]):  # SIGTERM stops it as Ctrl-C does
+                return server.wait()
+        except KeyboardInterrupt:
+            stop_process_group(server)
+            return 0
 
 
 def stop_process_group(process: subprocess.Popen, timeout: float = 10.0) -> None:
