@@ -1,6 +1,9 @@
 """The layers of ``docs/architecture.md``, kept by import-linter's contracts in ``pyproject.toml``:
 a module imports only from the layers below its own (imports inside functions included), no two
-modules of a package import each other, and sibling kinds (algorithms, evaluators, models) stay apart."""
+modules of a package import each other, sibling kinds (algorithms, evaluators, models) stay apart,
+and who may import MLflow, stable-baselines3, the job skeleton and the evaluators' implementations
+is limited whatever the layer. Each of the last contracts is shown to catch a wrong import planted
+in a copy of the package, which the contracts before it let through."""
 
 from __future__ import annotations
 
@@ -8,7 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
+from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from segrl.agents.config import AGENT_NAMES
 from segrl.agents.registry import AGENTS
@@ -17,23 +24,50 @@ from segrl.baselines import SEGMENTERS, Segmenter
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+def lint_imports(root: Path, contracts: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` (import-linter, of the dev extra) on the ``segrl`` package under ``root``
-    with the contracts of ``root/pyproject.toml``."""
+    with the contracts of ``root/pyproject.toml`` (only those whose ids are in ``contracts``, if
+    given)."""
     executable = Path(sys.executable).with_name("lint-imports")
     assert executable.exists(), f"{executable}: missing; install segrl's dev extra (import-linter)"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
     }
+    only = [arg for contract in contracts for arg in ("--contract", contract)]
     return subprocess.run(
-        [str(executable), "--no-cache", "--no-logo"],
+        [str(executable), "--no-cache", "--no-logo", *only],
         cwd=root,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def contract_ids(root: Path) -> list[str]:
+    """The ids of the import contracts in ``root/pyproject.toml``, in order."""
+    with (root / "pyproject.toml").open("rb") as f:
+        config = tomllib.load(f)
+    return [contract["id"] for contract in config["tool"]["importlinter"]["contracts"]]
+
+
+def package_copy(tmp_path: Path) -> Path:
+    """A copy of segrl and its ``pyproject.toml`` under ``tmp_path``."""
+    shutil.copytree(
+        ROOT / "segrl", tmp_path / "segrl", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def planted_copy(tmp_path: Path, module_file: str, statement: str) -> Path:
+    """A copy of segrl (``package_copy``) whose ``module_file`` (a path under ``segrl/``) ends with
+    a function that runs ``statement``, an import."""
+    root = package_copy(tmp_path)
+    with (root / "segrl" / module_file).open("a", encoding="utf-8") as f:
+        f.write(f"\n\ndef _planted():\n    {statement}\n")
+    return root
 
 
 def test_the_import_contracts_hold():
@@ -45,15 +79,95 @@ def test_the_import_contracts_hold():
 def test_an_upward_import_inside_a_function_breaks_the_layers(tmp_path):
     """The contract sees through function-local imports: a copy of segrl whose bottom layer
     imports the command line inside a function fails, naming the import."""
-    shutil.copytree(
-        ROOT / "segrl", tmp_path / "segrl", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    with (tmp_path / "segrl" / "errors.py").open("a", encoding="utf-8") as f:
-        f.write("\n\ndef _upward():\n    from segrl.cli import main\n\n    return main\n")
-    result = lint_imports(tmp_path)
+    root = planted_copy(tmp_path, "errors.py", "from segrl.cli import main")
+    result = lint_imports(root)
     assert result.returncode != 0
     assert "segrl.errors is not allowed to import segrl.cli" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("contract", "module_file", "statement", "report"),
+    [
+        # a model logging to MLflow itself
+        pytest.param(
+            "mlflow", "lm/slm.py", "import mlflow", "segrl.lm.slm -> mlflow", id="mlflow-in-a-model"
+        ),
+        # a learner other than agents.sb3 reaching for SB3
+        pytest.param(
+            "stable-baselines3",
+            "agents/reinforce.py",
+            "from stable_baselines3 import PPO",
+            "segrl.agents.reinforce -> stable_baselines3",
+            id="sb3-in-reinforce",
+        ),
+        # an environment, a model: straight to the job skeleton, to tracking
+        pytest.param(
+            "models-below-jobs",
+            "envs/char_segment.py",
+            "from segrl.jobs import Job",
+            "segrl.envs is not allowed to import segrl.jobs",
+            id="jobs-in-an-env",
+        ),
+        pytest.param(
+            "models-below-jobs",
+            "lm/slm.py",
+            "from segrl.tracking.runs import log_metrics",
+            "segrl.lm is not allowed to import segrl.tracking",
+            id="tracking-in-a-model",
+        ),
+        # SB3's vector env importing the trainer, which imports the job skeleton
+        pytest.param(
+            "models-below-jobs",
+            "agents/sb3/vec_env.py",
+            "from segrl.agents.trainer import train_sentence_agent",
+            "segrl.agents.sb3.vec_env is not allowed to import segrl.jobs",
+            id="jobs-through-the-trainer",
+        ),
+        # an environment, a learner: past the evaluators' interface
+        pytest.param(
+            "evaluator-interface",
+            "envs/char_segment.py",
+            "from segrl.evaluators.lm import LMEvaluator",
+            "segrl.envs.char_segment -> segrl.evaluators.lm",
+            id="evaluators-lm-in-an-env",
+        ),
+        pytest.param(
+            "evaluator-interface",
+            "agents/reinforce.py",
+            "from segrl.lm.slm import SLM",
+            "segrl.agents.reinforce -> segrl.lm.slm",
+            id="lm-in-reinforce",
+        ),
+    ],
+)
+def test_a_planted_import_breaks_its_contract_alone(
+    tmp_path, contract, module_file, statement, report
+):
+    """Each contract on who may import what catches a wrong import (inside a function) that every
+    other contract lets through."""
+    root = planted_copy(tmp_path, module_file, statement)
+    caught = lint_imports(root, [contract])
+    assert caught.returncode != 0, caught.stdout + caught.stderr
+    assert report in caught.stdout
+    others = [other for other in contract_ids(root) if other != contract]
+    missed = lint_imports(root, others)
+    assert missed.returncode == 0, missed.stdout + missed.stderr
+
+
+def test_an_exception_that_matches_no_import_breaks_the_check(tmp_path):
+    """The contracts' ``ignore_imports`` shrink as the job modules leave the model packages: an
+    exception whose import is gone (here, one that never was) fails the check instead of lingering."""
+    root = package_copy(tmp_path)
+    pyproject = root / "pyproject.toml"
+    exception = '    "segrl.lm.segmenter -> segrl.jobs",\n'
+    text = pyproject.read_text(encoding="utf-8")
+    assert exception in text
+    pyproject.write_text(
+        text.replace(exception, exception + '    "segrl.lm.slm -> segrl.jobs",\n'), encoding="utf-8"
+    )
+    result = lint_imports(root, ["models-below-jobs"])
+    assert result.returncode != 0
+    assert "segrl.lm.slm -> segrl.jobs" in result.stdout + result.stderr
 
 
 def test_the_agent_names_below_the_registry_are_the_registry_s():
