@@ -1,6 +1,7 @@
 """The co-trained LM evaluator: the sign and formula of every reward, causality, resumption, and a
 ``segrl train`` run rewarded by it."""
 
+import copy
 import io
 import math
 from collections import Counter
@@ -60,7 +61,8 @@ def right_decisions(batch):
 
 @pytest.fixture(scope="module")
 def trained():
-    """An LM evaluator whose LM learnt the stem | suffix segmentations (joint likelihood)."""
+    """An LM evaluator whose LM learnt the stem | suffix segmentations (joint likelihood). Trained
+    once for the module: a test scores with its own evaluator of it (``evaluator_of``)."""
     torch.manual_seed(0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -74,6 +76,17 @@ def trained():
         evaluator.update(good)
     torch.set_num_threads(threads)
     return evaluator, vocab, good
+
+
+def evaluator_of(trained, arch: dict | None = None, **changes) -> LMEvaluator:
+    """A new evaluator of the ``trained`` fixture's LM, its config the fixture's with ``changes``
+    (``reward="flip"``) and the LM's options with ``arch`` (``{"lexicon_cost": 3.0}``). It holds a
+    copy of the LM: what a test sets stays in its own evaluator, and a failing test leaves nothing
+    behind for the next."""
+    evaluator, _vocab, _good = trained
+    lm = copy.deepcopy(evaluator.lm)
+    lm.config = replace(lm.config, **(arch or {}))
+    return LMEvaluator(lm, replace(evaluator.config, arch=lm.config, **changes), seed=0)
 
 
 @pytest.mark.parametrize(("epochs", "steps", "updates"), [(3, None, 9), (3, 4, 4), (1, 0, 0)])
@@ -92,7 +105,8 @@ def test_pretraining_stops_at_its_steps(epochs, steps, updates):
 
 
 def test_right_segmentation_scores_higher_than_characters_and_words(trained):
-    evaluator, _vocab, good = trained
+    _evaluator, _vocab, good = trained
+    evaluator = evaluator_of(trained)
     characters = good.with_decisions(np.ones_like(good.decisions))
     words = good.with_decisions(np.zeros_like(good.decisions))
     assert (evaluator.score(good) > evaluator.score(characters)).all()
@@ -103,51 +117,44 @@ def test_right_segmentation_scores_higher_than_characters_and_words(trained):
 
 
 def test_posterior_flip_and_resample_reward_the_right_decisions(trained):
-    evaluator, _vocab, good = trained
+    _evaluator, _vocab, good = trained
     wrong = good.with_decisions(1 - good.decisions)  # every free decision flipped
     free = good.free_mask
     for variant in ("posterior", "flip"):
-        evaluator.action_variant = variant
+        evaluator = evaluator_of(trained, reward=variant)
         assert (evaluator.action_rewards(good)[free] > 0).all(), variant
         assert (evaluator.action_rewards(good)[~free] == 0).all()
-    evaluator.action_variant = "posterior"  # the posterior does not depend on the other decisions
-    assert (evaluator.action_rewards(wrong)[free] < 0).all()
+    posterior = evaluator_of(trained, reward="posterior")
+    # the posterior does not depend on the other decisions
+    assert (posterior.action_rewards(wrong)[free] < 0).all()
     # flip compares with the other decisions fixed: one wrong decision among right ones
-    evaluator.action_variant = "flip"
+    flip = evaluator_of(trained, reward="flip")
     for position in (0, 3):  # a spurious split "w|alk", a missed one "walked" (walk|ed)
         one_wrong = good.decisions.copy()
         one_wrong[:, position] = 1 - one_wrong[:, position]
-        assert (evaluator.action_rewards(good.with_decisions(one_wrong))[:, position] < 0).all()
-    evaluator.action_variant = "flip"
-    flips = evaluator.action_rewards(good)
+        assert (flip.action_rewards(good.with_decisions(one_wrong))[:, position] < 0).all()
+    flips = flip.action_rewards(good)
     # resample: a policy that always splits changes exactly the decisions that did not split
     always_split = np.zeros((*good.decisions.shape, 2))
     always_split[..., SPLIT] = 1.0
-    evaluator.action_variant = "resample"
-    rewards = evaluator.action_rewards(_with_probs(good, always_split))
+    resample = evaluator_of(trained, reward="resample")
+    rewards = resample.action_rewards(_with_probs(good, always_split))
     expected = np.where(good.splits, 0.0, flips)
     np.testing.assert_allclose(rewards, expected, atol=1e-6)
     never_split = always_split[..., ::-1].copy()
-    rewards = evaluator.action_rewards(_with_probs(good, never_split))
+    rewards = resample.action_rewards(_with_probs(good, never_split))
     np.testing.assert_allclose(rewards, np.where(good.splits, flips, 0.0), atol=1e-6)
-    evaluator.action_variant = "posterior"
     with pytest.raises(ConfigError, match="policy's probabilities"):
-        evaluator.action_variant = "resample"
-        evaluator.action_rewards(good)
-    evaluator.action_variant = "posterior"
+        resample.action_rewards(good)
 
 
 def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
-    evaluator, _vocab, good = trained
+    _evaluator, _vocab, good = trained
     free = good.free_mask
-    evaluator.action_variant = "posterior"
-    sharp = evaluator.action_rewards(good)[free]
+    sharp = evaluator_of(trained, reward="posterior").action_rewards(good)[free]
     assert np.abs(sharp).max() > 5.0  # the trained LM is confident: beyond the floor's bound below
-    evaluator.config = replace(evaluator.config, posterior_floor=0.05)
-    try:
-        floored = evaluator.action_rewards(good)[free]
-    finally:
-        evaluator.config = replace(evaluator.config, posterior_floor=1e-6)
+    with_floor = evaluator_of(trained, reward="posterior", posterior_floor=0.05)
+    floored = with_floor.action_rewards(good)[free]
     bound = math.log(0.95 / 0.05)
     assert np.abs(floored).max() == pytest.approx(bound)
     assert (np.sign(floored) == np.sign(sharp)).all()
@@ -164,23 +171,20 @@ def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
 
 
 def test_incremental_rewards_are_causal_and_sum_to_the_likelihood(trained):
-    evaluator, _vocab, good = trained
-    evaluator.action_variant = "incremental"
+    _evaluator, _vocab, good = trained
+    evaluator = evaluator_of(trained, reward="incremental")
     rng = np.random.default_rng(0)
     batch = good.with_decisions(rng.integers(0, 2, good.decisions.shape))
     rewards = evaluator.action_rewards(batch)
-    evaluator.action_variant = "posterior"
     np.testing.assert_allclose(rewards.sum(axis=1), evaluator.score(batch), rtol=1e-5)
     assert (rewards <= 0).all() and (rewards[:, : batch.lengths.min() - 1].sum(axis=1) < 0).all()
     # column i depends only on the decisions up to i: change everything after position 5
     later = batch.decisions.copy()
     later[:, 6:] = 1 - later[:, 6:]
-    evaluator.action_variant = "incremental"
     changed = evaluator.action_rewards(batch.with_decisions(later))
     np.testing.assert_allclose(changed[:, :6], rewards[:, :6], atol=1e-6)
     # the split of "walk|ed" closes "walk": its reward; no segment closes after "w"
     right = evaluator.action_rewards(good)
-    evaluator.action_variant = "posterior"
     assert right[0, 3] < 0 and right[0, 0] == 0
 
 
@@ -189,7 +193,8 @@ def _with_probs(batch, probs):
 
 
 def test_sequence_variants_follow_their_formulas(trained):
-    evaluator, vocab, good = trained
+    _evaluator, vocab, good = trained
+    evaluator = evaluator_of(trained)
     total, n_chars = evaluator._log_probs(good)
     p_split = np.full(good.decisions.shape, 0.2)
     probs = np.stack([1 - p_split, p_split], axis=-1)
@@ -198,12 +203,12 @@ def test_sequence_variants_follow_their_formulas(trained):
     entropy = np.where(free, -(0.2 * math.log(0.2) + 0.8 * math.log(0.8)), 0.0).sum(axis=1)
     log_pi = np.where(free, np.where(good.splits, math.log(0.2), math.log(0.8)), 0.0).sum(axis=1)
     gamma = evaluator.config.gamma
-    evaluator.sequence_variant = "entropy"
+    evaluator = evaluator_of(trained, reward="entropy")
     np.testing.assert_allclose(evaluator.score(batch), (total + gamma * entropy) / n_chars)
-    evaluator.sequence_variant = "marginal"
+    evaluator = evaluator_of(trained, reward="marginal")
     np.testing.assert_allclose(evaluator.score(batch), (total - log_pi) / n_chars)
     assert (evaluator.score(batch) > total / n_chars).all()  # -log pi(S|X) > 0
-    evaluator.sequence_variant = "likelihood"
+    evaluator = evaluator_of(trained, reward="likelihood")
     np.testing.assert_allclose(evaluator.score(batch), total / n_chars)
 
     # the space penalty: hidden spaces, one removed space not split costs beta per character
@@ -464,7 +469,7 @@ def test_the_description_length_reward_prices_the_batchs_lexicon(trained):
     flip reward plus it."""
     from segrl.evaluators.lm import lexicon_flip_costs
 
-    evaluator, vocab, _good = trained
+    _evaluator, vocab, _good = trained
     batch = encode_segmentation_batch(vocab, ["walked", "jumped", "talks"])
     decisions = np.zeros(batch.decisions.shape, dtype=np.int64)
     decisions[0, 3] = decisions[1, 3] = decisions[2, 3] = SPLIT  # walk|ed jump|ed talk|s
@@ -477,16 +482,11 @@ def test_the_description_length_reward_prices_the_batchs_lexicon(trained):
     # wa|lk|ed from walk|ed: "walk" leaves (-15), "wa" and "lk" enter (+9 each)
     assert costs[0, 1] == pytest.approx(3.0 * 3 + 3.0 * 3 - 3.0 * 5)
     assert (costs[:, 5:] == 0).all() and lexicon_flip_costs(batch, cost=0.0).sum() == 0
-    saved = evaluator.config, evaluator.action_variant, evaluator.lm.config.lexicon_cost
-    try:
-        evaluator.lm.config.lexicon_cost = 3.0
-        assert evaluator.config.description_length_counts == "batch"  # the default
-        evaluator.action_variant = "flip"
-        flip = evaluator.action_rewards(batch)
-        evaluator.action_variant = "description-length"
-        np.testing.assert_allclose(evaluator.action_rewards(batch), flip + costs)
-    finally:
-        evaluator.config, evaluator.action_variant, evaluator.lm.config.lexicon_cost = saved
+    evaluator = evaluator_of(trained, arch={"lexicon_cost": 3.0}, reward="flip")
+    assert evaluator.config.description_length_counts == "batch"  # the default
+    flip = evaluator.action_rewards(batch)
+    evaluator = evaluator_of(trained, arch={"lexicon_cost": 3.0}, reward="description-length")
+    np.testing.assert_allclose(evaluator.action_rewards(batch), flip + costs)
 
 
 def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp_path):
