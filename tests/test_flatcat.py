@@ -90,6 +90,21 @@ def test_words_segment_as_flatcat_segment_segments_the_saved_files(trained):
     assert ["three"] in expected and ["walk", "ed"] in expected
 
 
+def test_counts_not_dampened_to_ones_segment_as_flatcat_segment_does(corpus, tmp_path):
+    # with counts other than one, FlatCat's token perplexity differs from its type perplexity,
+    # which FlatCat would read back from a parameter file saying "type-perplexity: False"
+    segmenter = FlatCatSegmenter(dampening="none", cache_dir="").train(corpus)
+    folder = segmenter.save(tmp_path / "flatcat")
+    assert "type-perplexity" not in (folder / PARAMS_FILE).read_text(encoding="utf-8")
+    counted = sorted({word.count for word in segmenter.model.segmentations})
+    assert len(counted) > 1
+    words = WORDS + UNSEEN
+    expected = flatcat_segment(
+        words, folder / ANALYSIS_FILE, "--load-parameters", folder / PARAMS_FILE
+    )
+    assert segmenter.segment_words(words) == expected
+
+
 def test_flatcats_python_api_segments_the_saved_files_as_segrl_does(trained):
     segmenter, folder = trained
     reader = flatcat.FlatcatIO(encoding="utf-8")
