@@ -97,13 +97,13 @@ class BaselineConfig:
     """``segrl baseline``: train one classic segmenter, score it, log it."""
 
     method: str = "morfessor"
-    """The classic segmenter: ``morfessor``, ``bpe``, ``unigram``, ``yttm-bpe``, ``characters`` or
-    ``words`` (``segrl.baselines.registry``)."""
+    """The classic segmenter: ``morfessor``, ``flatcat``, ``bpe``, ``unigram``, ``yttm-bpe``,
+    ``characters`` or ``words`` (``segrl.baselines.registry``)."""
     vocab_size: int = 5000
     """Vocabulary size of the BPE and unigram segmenters (5000: the study's BPE vocabulary)."""
     cache_dir: str | None = None
-    """Where trained Morfessor models are cached by corpus hash; None uses ``$SEGRL_CACHE_DIR`` or
-    ``~/.cache/segrl``."""
+    """Where trained Morfessor and FlatCat models are cached by corpus hash; None uses
+    ``$SEGRL_CACHE_DIR`` or ``~/.cache/segrl``."""
     morfessor_dampening: Dampening = "ones"
     """How Morfessor weights the training words' counts: ``ones`` (types), ``log`` or ``none``."""
     morfessor_corpus_weight: float = 1.0
@@ -122,6 +122,16 @@ class BaselineConfig:
     morfessor_annotation_weight: float | None = None
     """The annotated words' corpus weight (``morfessor -W``); None: Morfessor balances the
     annotated and unannotated tokens."""
+    flatcat_perplexity_threshold: float = 10.0
+    """Morfessor FlatCat's perplexity threshold (``flatcat -p``): the perplexity of a morph's
+    neighbours at which it is as likely an affix as a stem. FlatCat's advice: 10 for a small corpus
+    and little morphology, up to 400 for a large corpus and rich morphology. FlatCat starts from
+    the Morfessor Baseline that the ``morfessor_*`` options (other than its Viterbi smoothing)
+    and ``seed`` describe."""
+    flatcat_corpus_weight: float = 1.0
+    """Morfessor FlatCat's own corpus weight (``flatcat -w``; its alpha, as Morfessor's)."""
+    flatcat_max_epochs: int = 4
+    """Morfessor FlatCat's training epochs at most (``flatcat --max-epochs``; 4, its default)."""
     character_coverage: float = 1.0
     """SentencePiece's ``character_coverage`` (bpe, unigram): the fraction of the training
     characters that get pieces; the rarest others are ``<unk>``."""

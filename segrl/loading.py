@@ -10,8 +10,8 @@ of the layers: ``docs/architecture.md``).
     [['the', ' ', 'cat', 's', ' ', 'sat']]
 
 A source is a model file of another tool, told by its content (a SentencePiece ``.model``, a
-youtokentome model: ``yttm bpe --model``, a Morfessor segmentation file: ``morfessor -S``; any
-other file is refused), a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
+youtokentome model: ``yttm bpe --model``, a Morfessor segmentation file: ``morfessor -S``, a
+Morfessor FlatCat tarball: ``flatcat-train -s model.tar.gz``; any other file is refused), a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
 ``segmenter`` folder, ``segrl lm train``'s run folder or a saved ``slm``, a unit model's run folder),
 an MLflow model folder (``MLmodel`` beside ``artifacts/segmenter``), or an MLflow URI (``runs:/``,
 ``models:/``, ``mlflow-artifacts:/``; ``runs:/RUN_ID`` alone means its ``model``), downloaded from
@@ -55,8 +55,8 @@ _URI_CLIENTS = {
 }
 """The packages MLflow reads a cloud store's URIs with, by scheme."""
 MODEL_FILE_KINDS = (
-    "a SentencePiece model (spm_train's .model), a youtokentome model (yttm bpe --model) or a "
-    "Morfessor segmentation file (morfessor -S)"
+    "a SentencePiece model (spm_train's .model), a youtokentome model (yttm bpe --model), a "
+    "Morfessor segmentation file (morfessor -S) or a FlatCat tarball (flatcat-train -s model.tar.gz)"
 )
 """The other tools' model files ``load_segmenter`` reads, as its errors name them."""
 
@@ -243,13 +243,24 @@ def _load_classic(folder: Path, device: str) -> LoadedSegmenter:
 
 
 def _load_model_file(path: Path) -> LoadedSegmenter:
-    """Another tool's model file, told by its content: a SentencePiece model, a youtokentome model
-    or a Morfessor segmentation file; Morfessor's binary model and anything else is refused."""
+    """Another tool's model file, told by its content: a SentencePiece model, a youtokentome model,
+    a Morfessor segmentation file or a FlatCat tarball; Morfessor's and FlatCat's binary models (pickles),
+    a FlatCat analysis without its parameters and anything else are refused."""
+    from segrl.baselines import flatcat
     from segrl.baselines.morfessor import MorfessorSegmenter, refuse_binary_model
     from segrl.baselines.sentencepiece import SentencePieceSegmenter
     from segrl.baselines.yttm import YttmBPE, has_numbers_only, is_yttm_model
 
+    flatcat.refuse_binary_model(path)
     refuse_binary_model(path)
+    if flatcat.is_tarball(path):
+        return _classic(flatcat.FlatCatSegmenter.from_tarball(path), path)
+    if flatcat.is_analysis_file(path):
+        raise ModelError(
+            f"{path}: a FlatCat analysis file without its parameters, which FlatCat needs as well "
+            "to segment (flatcat-segment --load-parameters FILE); give FlatCat's tarball "
+            "(flatcat-train -s model.tar.gz) or the folder segrl baseline --method flatcat --out wrote"
+        )
     if is_yttm_model(path):
         return _classic(YttmBPE.from_model_file(path), path)
     if has_numbers_only(path):  # a Morfessor file would read it as counts of numbers

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from segrl.baselines.base import Segmenter
+from segrl.baselines.flatcat import FlatCatSegmenter
 from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.registry import segmenter_class
 from segrl.baselines.sentencepiece import SentencePieceSegmenter
@@ -37,8 +38,21 @@ def make_segmenter(config: BaselineConfig) -> Segmenter:
     """The untrained segmenter that ``config.method`` names, with the options that apply to it."""
     validate_config(config)
     cls = segmenter_class(config.method)
+    seed = config.data.seed if config.seed is None else config.seed
+    if issubclass(cls, FlatCatSegmenter):
+        return cls(
+            perplexity_threshold=config.flatcat_perplexity_threshold,
+            corpusweight=config.flatcat_corpus_weight,
+            max_epochs=config.flatcat_max_epochs,
+            baseline_corpusweight=config.morfessor_corpus_weight,
+            dampening=config.morfessor_dampening,
+            seed=seed,
+            baseline_annotations=config.morfessor_annotations,
+            baseline_annotation_weight=config.morfessor_annotation_weight,
+            baseline_max_epochs=config.morfessor_max_epochs,
+            cache_dir=config.cache_dir,
+        )
     if issubclass(cls, MorfessorSegmenter):
-        seed = config.data.seed if config.seed is None else config.seed
         return cls(
             corpusweight=config.morfessor_corpus_weight,
             annotations=config.morfessor_annotations,
@@ -61,21 +75,32 @@ def segmenter_name(config: BaselineConfig) -> str:
     runs (``unigram-8000``; ``morfessor-log`` where counts are not types; ``-cw0.5`` a Morfessor
     corpus weight, ``-e3`` a cap on Morfessor's epochs, ``-vs1`` a Morfessor Viterbi smoothing other
     than 0 and ``-cc0.9995`` a SentencePiece character coverage other than 1;
-    ``-annotated`` Morfessor trained semi-supervised)."""
+    ``-annotated`` Morfessor trained semi-supervised). FlatCat is named for its own options
+    (``flatcat-p100`` a perplexity threshold other than 10, ``-cw2`` its corpus weight, ``-e2`` its
+    epochs) and then for those of the Baseline it starts from, as Morfessor is
+    (``flatcat-p100-log-bcw0.5``, ``b`` for Baseline in ``-bcw`` and ``-be``)."""
     name = config.method
     if config.method in ("bpe", "unigram", "yttm-bpe"):
         name = f"{config.method}-{config.vocab_size}"
     if config.method in ("bpe", "unigram") and config.character_coverage != 1:
         name += f"-cc{config.character_coverage:g}"
-    if config.method == "morfessor" and config.morfessor_dampening != "ones":
+    baseline = "b" if config.method == "flatcat" else ""  # the Baseline FlatCat starts from
+    if config.method == "flatcat" and config.flatcat_perplexity_threshold != 10:
+        name += f"-p{config.flatcat_perplexity_threshold:g}"
+    if config.method == "flatcat" and config.flatcat_corpus_weight != 1:
+        name += f"-cw{config.flatcat_corpus_weight:g}"
+    if config.method == "flatcat" and config.flatcat_max_epochs != 4:
+        name += f"-e{config.flatcat_max_epochs}"
+    morfessor = config.method in ("morfessor", "flatcat")
+    if morfessor and config.morfessor_dampening != "ones":
         name += f"-{config.morfessor_dampening}"
-    if config.method == "morfessor" and config.morfessor_corpus_weight != 1:
-        name += f"-cw{config.morfessor_corpus_weight:g}"
-    if config.method == "morfessor" and config.morfessor_max_epochs is not None:
-        name += f"-e{config.morfessor_max_epochs}"
+    if morfessor and config.morfessor_corpus_weight != 1:
+        name += f"-{baseline}cw{config.morfessor_corpus_weight:g}"
+    if morfessor and config.morfessor_max_epochs is not None:
+        name += f"-{baseline}e{config.morfessor_max_epochs}"
     if config.method == "morfessor" and config.morfessor_viterbi_smoothing != 0:
         name += f"-vs{config.morfessor_viterbi_smoothing:g}"
-    if config.method == "morfessor" and config.morfessor_annotations is not None:
+    if morfessor and config.morfessor_annotations is not None:
         name += "-annotated"
     return name
 
@@ -120,6 +145,16 @@ def run_baseline(
         raise ConfigError(
             f"--morfessor-epochs must be at least 1, got {config.morfessor_max_epochs}"
         )
+    if not config.flatcat_perplexity_threshold > 0:
+        raise ConfigError(
+            f"--perplexity-threshold must be above 0, got {config.flatcat_perplexity_threshold:g}"
+        )
+    if not config.flatcat_corpus_weight > 0:
+        raise ConfigError(
+            f"--flatcat-corpus-weight must be above 0, got {config.flatcat_corpus_weight:g}"
+        )
+    if config.flatcat_max_epochs < 1:
+        raise ConfigError(f"--flatcat-epochs must be at least 1, got {config.flatcat_max_epochs}")
     if config.out is not None:
         check_out_folder(Path(config.out))
     corpus = corpus or load_corpus(config.data)

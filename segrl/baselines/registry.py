@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from segrl.baselines.base import Segmenter
+from segrl.baselines.flatcat import FlatCatSegmenter
 from segrl.baselines.morfessor import MorfessorSegmenter
 from segrl.baselines.sentencepiece import SentencePieceBPE, SentencePieceUnigram
 from segrl.baselines.trivial import CharacterSegmenter, WordSegmenter
@@ -13,6 +14,7 @@ SEGMENTERS: dict[str, type[Segmenter]] = {
     cls.method: cls
     for cls in (
         MorfessorSegmenter,
+        FlatCatSegmenter,  # after Morfessor: `--method all` trains its Baseline first
         SentencePieceBPE,
         SentencePieceUnigram,
         YttmBPE,

@@ -24,6 +24,9 @@ BASELINE_FLAGS = FlagTable(
         Flag("--viterbi-smoothing", "morfessor_viterbi_smoothing", float, "S"),
         Flag("--morfessor-annotations", "morfessor_annotations", str, "FILE"),
         Flag("--annotation-weight", "morfessor_annotation_weight", float, "W"),
+        Flag("--perplexity-threshold", "flatcat_perplexity_threshold", float, "P"),
+        Flag("--flatcat-corpus-weight", "flatcat_corpus_weight", float, "W"),
+        Flag("--flatcat-epochs", "flatcat_max_epochs", int, "N"),
         Flag("--character-coverage", "character_coverage", float, "F"),
         Flag("--out", "out", str, "DIR"),
         Flag("--train-seed", "seed", int, "N"),
@@ -36,8 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "baseline",
         help="train a classic segmenter, score it against the gold set, log it to MLflow",
-        description="Train a classic segmenter (Morfessor, SentencePiece BPE/unigram, youtokentome "
-        "BPE, characters, words) on the corpus, score it against the gold segmentation, log it "
+        description="Train a classic segmenter (Morfessor, Morfessor FlatCat, SentencePiece "
+        "BPE/unigram, youtokentome BPE, characters, words) on the corpus, score it against the gold segmentation, log it "
         "to MLflow and print its metrics. --method all runs every one and prints the comparison.",
     )
     BASELINE_FLAGS.add_to(parser)

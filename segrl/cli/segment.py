@@ -17,8 +17,8 @@ CHUNK = 512
 INPUT_FORMATS = ("auto", "words", "counts", "text", "utterances")
 STDIN = "<stdin>"
 MODEL_HELP = (
-    "a folder a segrl job wrote, an MLflow model URI, a SentencePiece .model or a Morfessor "
-    "segmentation file (morfessor -S)"
+    "a folder a segrl job wrote, an MLflow model URI, a SentencePiece .model, a Morfessor "
+    "segmentation file (morfessor -S) or a FlatCat tarball (flatcat-train -s model.tar.gz)"
 )
 
 
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="segment words or text with a trained segmenter (stdin to stdout)",
         description="Segment words (one per line), word-count lists or running text with a trained "
         "segmenter: a folder a segrl job wrote, an MLflow URI (runs:/RUN_ID/model, "
-        "models:/NAME/VERSION), a SentencePiece model or a Morfessor segmentation file. Reads FILE or stdin, writes to stdout as it goes.",
+        "models:/NAME/VERSION), a SentencePiece model, a Morfessor segmentation file or a FlatCat tarball. Reads FILE or stdin, writes to stdout as it goes.",
     )
     parser.add_argument("--model", required=True, metavar="M", help=MODEL_HELP)
     parser.add_argument("file", nargs="?", metavar="FILE", help="input (default: stdin)")
