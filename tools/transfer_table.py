@@ -5,7 +5,7 @@ Reads finished benches of the ``transfer`` suite (their ``cells.json`` and the M
 name, in the store ``MLFLOW_TRACKING_URI`` names) and prints Markdown:
 
 - per corpus, the gold's density (units per character of its first analyses, on the suite's gold
-  sample), the best classic segmenter (the best mean boundary F1 of Morfessor, SentencePiece
+  sample), the best classic segmenter (the best mean boundary F1 of Morfessor, FlatCat, SentencePiece
   unigram and BPE: ``characters`` is not a subword segmenter), and each teacher system's boundary
   precision / recall / F1 (mean ± sd over its seeds) and units per character of the gold words
   beside the gold's; then the margin of each teacher over the best classic, with its minimum over
@@ -42,7 +42,7 @@ from segrl.data.gold import load_gold
 from segrl.errors import SegrlError
 from segrl.metrics import units_per_char
 
-CLASSIC = ("morfessor", "unigram", "bpe")
+CLASSIC = ("morfessor", "flatcat", "unigram", "bpe")
 """The classic subword segmenters, of which the best is the bar a teacher is judged against."""
 BUDGET_SYSTEMS = {"slm": "slm-1500", "agent-6000": "agent"}
 """The suite's system at the shorter budget beside which each curve's stopping point is read: the
