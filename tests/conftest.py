@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,12 @@ def plant_modules(folder: Path, names: list[str]) -> list[Path]:
     for name, marker in zip(names, markers, strict=True):
         (folder / f"{name}.py").write_text(PLANTED.format(marker=str(marker)), encoding="utf-8")
     return markers
+
+
+def command_segments(command: list, words: list[str]) -> list[list[str]]:
+    """``words`` as another tool's command segments them: one word a line on its standard input,
+    one segmentation a line (segments separated by spaces) on its standard output."""
+    found = subprocess.run(
+        command, input="\n".join(words) + "\n", capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    return [line.split(" ") for line in found if line]

@@ -23,7 +23,7 @@ from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import BaselineConfig
 from segrl.errors import ModelError
 
-from .conftest import write_small_corpus
+from .conftest import command_segments, write_small_corpus
 
 BIN = Path(sys.executable).parent
 WORDS = ["walked", "kicker", "opens", "callers", "helped", "jumping", "talks", "often", "home"]
@@ -53,14 +53,7 @@ def flatcat_files(tmp_path_factory) -> Path:
 
 def flatcat_segment(words: list[str], *model: str | Path) -> list[list[str]]:
     """``words`` as the ``flatcat-segment`` command segments them with ``model`` (its arguments)."""
-    found = subprocess.run(
-        [BIN / "flatcat-segment", *model, "-"],
-        input="\n".join(words) + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\n")
-    return [line.split(" ") for line in found if line]
+    return command_segments([BIN / "flatcat-segment", *model, "-"], words)
 
 
 def test_flatcat_finds_the_suffixes(trained):

@@ -21,7 +21,7 @@ from segrl import load_segmenter
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.errors import ModelError
 
-from .conftest import write_small_corpus
+from .conftest import command_segments, write_small_corpus
 
 MORFESSOR = Path(sys.executable).with_name("morfessor")
 
@@ -135,14 +135,7 @@ UNSEEN = [
 
 def morfessor_command(model: Path, words: list[str], *flags: str) -> list[list[str]]:
     """``words`` as the ``morfessor`` command segments them with the segmentation file ``model``."""
-    found = subprocess.run(
-        [MORFESSOR, "-L", model, *flags, "-T", "-"],
-        input="\n".join(words) + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\n")
-    return [line.split(" ") for line in found if line]
+    return command_segments([MORFESSOR, "-L", model, *flags, "-T", "-"], words)
 
 
 def test_unseen_words_segment_as_the_morfessor_command_segments_them(morfessor_files):
