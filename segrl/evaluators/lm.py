@@ -87,7 +87,7 @@ from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import LMConfig, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import SLM, require_slm
-from segrl.lm.training import LMTrainer, bits_per_char, settled, training_texts
+from segrl.lm.training import LMTrainer, bits_per_char, improved, settled, training_texts
 from segrl.runtime import eval_mode
 
 HELDOUT_TEXTS = 1000
@@ -165,9 +165,10 @@ class LMEvaluator(Evaluator):
         the same epoch of the corpus's word types, as ``segrl lm train`` checks after every epoch."""
         self.lm_updates = 0
         """The LM's co-training updates since pre-training."""
-        self.stopping = {"best_bpc": math.inf, "bad_checks": 0, "stopped": False, "settled": True}
-        """Early stopping: the best held-out bits per character, checks since it improved, whether
-        the LM stopped learning, whether its last pruning left its lexicon settled."""
+        self.stopping = {"best_bpc": math.inf, "bad_epochs": 0, "stopped": False, "settled": True}
+        """Early stopping (``segrl.lm.training.improved``): the best held-out bits per character,
+        checks since it improved (``bad_epochs``, an epoch's worth of updates each), whether the LM
+        stopped learning, whether its last pruning left its lexicon settled."""
         self.best_weights: dict[str, torch.Tensor] | None = None
 
     @classmethod
@@ -363,14 +364,11 @@ class LMEvaluator(Evaluator):
             return {}
         stopping = self.stopping
         bpc = bits_per_char(self.lm, self.heldout, batch_size=self.config.batch_size)
-        if bpc < stopping["best_bpc"] or not stopping["settled"]:
-            stopping["best_bpc"], stopping["bad_checks"] = bpc, 0
+        if improved(stopping, bpc):
             self.best_weights = copy.deepcopy(self.lm.state_dict())
-        else:
-            stopping["bad_checks"] += 1
-            if stopping["bad_checks"] >= patience:
-                self.lm.load_state_dict(self.best_weights)
-                stopping["stopped"] = True
+        elif stopping["bad_epochs"] >= patience:
+            self.lm.load_state_dict(self.best_weights)
+            stopping["stopped"] = True
         return {"lm_valid_bits_per_char": bpc, "lm_stopped": float(stopping["stopped"])}
 
     def _step(self, examples: list[tuple[str, list[str]]]) -> dict[str, float]:
@@ -382,11 +380,11 @@ class LMEvaluator(Evaluator):
                 drawn = self.rng.choice(len(self.words), self.config.batch_size, p=self.word_probs)
                 texts = sorted({self.words[i] for i in drawn})
             stats = self.trainer.marginal_step(texts)
-            usage = self.trainer.usage
-            due = usage is not None and usage.updates >= self.prune_every
-            if due and self.config.prune_uses == "corpus":
-                self.trainer.count_uses(self.words, self.config.batch_size)
-            pruned = self.trainer.prune_lexicon(min_updates=self.prune_every)
+            pruned = self.trainer.prune_lexicon(
+                min_updates=self.prune_every,
+                uses_in=self.words if self.config.prune_uses == "corpus" else None,
+                batch_size=self.config.batch_size,
+            )
             if pruned:
                 stats.update(pruned)
                 self.stopping["settled"] = settled(pruned)

@@ -50,7 +50,7 @@ from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, 
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
 from segrl.lm.slm import SLM
-from segrl.lm.training import LMTrainer, bits_per_char, settled, training_texts
+from segrl.lm.training import LMTrainer, bits_per_char, improved, settled, training_texts
 from segrl.metrics import (
     BITS_PER_CHAR,
     BOUNDARY_F1,
@@ -319,11 +319,8 @@ def train_lm_segmenter(
                 f"; gold boundary F1 {scores[BOUNDARY_F1]:.3f} at "
                 f"{scores[GOLD_UNITS_PER_CHAR]:.3f} units/char"
             )
-        if valid_bpc < progress["best_bpc"] or not progress["settled"]:
-            progress["best_bpc"], progress["bad_epochs"] = valid_bpc, 0
+        if improved(progress, valid_bpc):
             best = copy.deepcopy(model.state_dict())
-        else:
-            progress["bad_epochs"] += 1
         # the lexicon's entries that do not pay go once the epoch's model is judged (and kept
         # where best): the next epoch's model is judged after training on without them
         pruned = trainer.prune_lexicon(min_updates=per_epoch)  # a whole epoch's uses

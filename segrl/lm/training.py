@@ -39,6 +39,20 @@ def settled(pruned: dict[str, float]) -> bool:
     return pruned["lexicon_pruned"] <= SETTLED_PRUNING * before
 
 
+def improved(progress: dict[str, Any], bpc: float) -> bool:
+    """Early stopping's judgement of a model by its held-out bits per character ``bpc``, shared
+    by ``segrl lm train`` (after every epoch) and the LM evaluator (every epoch's worth of
+    updates): it is the new best where it improved on ``progress["best_bpc"]`` or where the
+    lexicon's last pruning left it unsettled (``progress["settled"]``; ``settled``), and then
+    ``progress["bad_epochs"]`` starts again from 0; otherwise it counts one more. Returns whether
+    it is the new best (the caller keeps its weights and stops after its patience in bad epochs)."""
+    if bpc < progress["best_bpc"] or not progress["settled"]:
+        progress["best_bpc"], progress["bad_epochs"] = bpc, 0
+        return True
+    progress["bad_epochs"] += 1
+    return False
+
+
 class LMTrainer:
     """One optimiser (Adam) for one model; every step clips the gradient norm.
 
@@ -129,14 +143,20 @@ class LMTrainer:
             model.train(was_training)
             model.lexicon.count_probe = None
 
-    def prune_lexicon(self, min_updates: int = 1) -> dict[str, float]:
+    def prune_lexicon(
+        self, min_updates: int = 1, uses_in: Sequence[str] | None = None, batch_size: int = 64
+    ) -> dict[str, float]:
         """Prunes the lexicon entries that do not pay for their spelling, from the uses counted
         since the last pruning (``LexiconUsage.prune``); {} where the model does not prune or
         fewer than ``min_updates`` updates were counted since (an epoch's: an entry's price is
         weighed against its uses in the whole corpus, and the uses of a part of it read as fewer,
-        so that a pruning on them takes entries that pay)."""
+        so that a pruning on them takes entries that pay). With ``uses_in``, a pruning that is due
+        weighs the uses in those texts instead, counted afresh (``count_uses``, ``batch_size``
+        texts at a time)."""
         if self.usage is None or self.usage.updates < max(min_updates, 1):
             return {}
+        if uses_in is not None:
+            self.count_uses(uses_in, batch_size)
         model = require_slm(self.model, "lexicon pruning")
         kept = self.usage.kept()
         entries = [
