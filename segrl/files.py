@@ -1,7 +1,7 @@
 """Folders written atomically (a save interrupted half-way leaves the earlier folder intact), the
-checks that an output folder can be written and holds no one else's files before work starts, what made a write fail mid-run (a full
-disk, a read-only folder), and a folder held by one process at a time (a run folder while it
-trains)."""
+checks that an output folder can be written and holds no one else's files before work starts, what
+made a write fail mid-run (a full disk, a read-only folder), and a folder held by one process at a
+time (a run folder while it trains)."""
 
 from __future__ import annotations
 

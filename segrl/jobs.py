@@ -688,8 +688,9 @@ class Job:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         """End the MLflow run (KILLED, resumable, after a Ctrl-C, a SIGTERM or a failed write) and
-        let go of the run folder. A full disk or an unwritable folder met while saving the model or logging
-        an artifact is raised as a ``WriteError`` naming the file and the last good checkpoint."""
+        let go of the run folder. A full disk or an unwritable folder met while saving the model or
+        logging an artifact is raised as a ``WriteError`` naming the file and the last good
+        checkpoint."""
         self.close_progress()
         unlock_folder(self.run.path)
         failure = None if isinstance(exc, SegrlError | KeyboardInterrupt) else write_failure(exc)

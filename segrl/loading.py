@@ -11,9 +11,10 @@ of the layers: ``docs/architecture.md``).
 
 A source is a model file of another tool, told by its content (a SentencePiece ``.model``, a
 youtokentome model: ``yttm bpe --model``, a Morfessor segmentation file: ``morfessor -S``, a
-Morfessor FlatCat tarball: ``flatcat-train -s model.tar.gz``; any other file is refused), a folder that a segrl job wrote (a classic segmenter's, an agent's run folder or its
-``segmenter`` folder, ``segrl lm train``'s run folder or a saved ``slm``, a unit model's run folder),
-an MLflow model folder (``MLmodel`` beside ``artifacts/segmenter``), or an MLflow URI (``runs:/``,
+Morfessor FlatCat tarball: ``flatcat-train -s model.tar.gz``; any other file is refused), a folder
+that a segrl job wrote (a classic segmenter's, an agent's run folder or its ``segmenter`` folder,
+``segrl lm train``'s run folder or a saved ``slm``, a unit model's run folder), an MLflow model
+folder (``MLmodel`` beside ``artifacts/segmenter``), or an MLflow URI (``runs:/``,
 ``models:/``, ``mlflow-artifacts:/``; ``runs:/RUN_ID`` alone means its ``model``), downloaded from
 the tracking store in use.
 

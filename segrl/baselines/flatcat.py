@@ -30,7 +30,7 @@ import flatcat.utils
 from flatcat.exception import MorfessorException
 
 from segrl.baselines.base import Segmenter
-from segrl.baselines.morfessor import DAMPENING, MorfessorSegmenter, default_cache_dir
+from segrl.baselines.morfessor import DAMPENING, MorfessorSegmenter, cache_folder
 from segrl.data.corpus import Corpus
 from segrl.errors import ModelError
 from segrl.files import atomic_folder
@@ -132,9 +132,7 @@ class FlatCatSegmenter(Segmenter):
             baseline_annotation_weight=baseline_annotation_weight,
             baseline_max_epochs=baseline_max_epochs,
         )
-        self.cache_dir = (
-            default_cache_dir() if cache_dir is None else (Path(cache_dir) if cache_dir else None)
-        )
+        self.cache_dir = cache_folder(cache_dir)
         self.model: flatcat.FlatcatModel | None = None
         self._characters: frozenset[str] = frozenset()
         self.from_cache = False

@@ -43,6 +43,14 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("SEGRL_CACHE_DIR") or Path.home() / ".cache" / "segrl")
 
 
+def cache_folder(cache_dir: str | Path | None) -> Path | None:
+    """A segmenter's training cache: ``default_cache_dir()`` for None, none for ``""``, else
+    ``cache_dir``."""
+    if cache_dir is None:
+        return default_cache_dir()
+    return Path(cache_dir) if cache_dir else None
+
+
 class MorfessorSegmenter(Segmenter):
     """Morfessor Baseline, batch-trained (recursive algorithm) on word counts of the training split.
 
@@ -91,9 +99,7 @@ class MorfessorSegmenter(Segmenter):
             max_epochs=max_epochs,
             viterbi_smoothing=viterbi_smoothing,
         )
-        self.cache_dir = (
-            default_cache_dir() if cache_dir is None else (Path(cache_dir) if cache_dir else None)
-        )
+        self.cache_dir = cache_folder(cache_dir)
         self.model: morfessor.BaselineModel | None = None
         self.from_cache = False
 

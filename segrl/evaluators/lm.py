@@ -162,7 +162,8 @@ class LMEvaluator(Evaluator):
         self.heldout = list(heldout)
         self.check_every = self.prune_every
         """LM updates between the checks of its held-out bits per character (``config.patience``):
-        the same epoch of the corpus's word types, as ``segrl lm train`` checks after every epoch."""
+        the same epoch of the corpus's word types, as ``segrl lm train`` checks after every
+        epoch."""
         self.lm_updates = 0
         """The LM's co-training updates since pre-training."""
         self.stopping = {"best_bpc": math.inf, "bad_epochs": 0, "stopped": False, "settled": True}
