@@ -4,6 +4,7 @@ is wrong with their input is one line, as the CLI says it, instead of a tracebac
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -227,10 +228,81 @@ def test_transfer_table_sets_each_student_beside_its_teacher():
 
 def test_transfer_table_names_a_folder_that_is_no_bench(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(TOOLS / "transfer_table.py"), str(tmp_path)],
+        [
+            sys.executable,
+            str(TOOLS / "transfer_table.py"),
+            "collect",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "report.json"),
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("transfer_table: error: ") and "cells.json" in done.stderr
+    assert not (tmp_path / "report.json").exists()
+
+
+def _report_cells():
+    def cell(language, system, seed, f1, **more):
+        return {
+            "language": language,
+            "system": system,
+            "seed": seed,
+            "boundary_precision": 0.5,
+            "boundary_recall": 0.5,
+            "boundary_f1": f1,
+            "density": 0.3,
+        } | more
+
+    return [
+        cell("a", "morfessor", 0, 0.6),
+        cell("a", "slm", 0, 0.7, curve=[[10, 0.4, 3.5], [20, 0.7, 3.2]]),
+        cell("a", "slm", 1, 0.5, curve=[[10, 0.3, math.nan]]),
+        cell("b", "bpe", 0, 0.3),
+        cell("b", "slm", 0, 0.2, viterbi=math.nan),
+    ]
+
+
+def test_transfer_report_reads_back_what_it_wrote(tmp_path):
+    """A report keeps every figure (a missing one as null, read back as NaN) and the corpora in
+    the suite's order, so its tables are those of the runs it was collected from."""
+    tool = _transfer_table()
+    path = tmp_path / "report.json"
+    tool.write_report(path, {"b": 0.4, "a": 0.25}, _report_cells())
+    assert "NaN" not in path.read_text(encoding="utf-8")  # strict JSON
+    densities, cells = tool.read_report(path)
+    assert list(densities) == ["b", "a"]
+    assert math.isnan(cells[2]["curve"][0][2]) and math.isnan(cells[4]["viterbi"])
+    table = tool.tables([str(path), "--curve", "slm"])
+    assert "| slm − best classic | -0.100 | +0.000 | **-0.100** | -0.050 |" in table
+    assert "| a | 0.600 ± 0.141 | - | - | 20, 10 | 0.400 / 3.50, 0.700 / 3.20 |" in table
+    (tmp_path / "broken.json").write_text('{"cells": []}', encoding="utf-8")
+    with pytest.raises(tool.SegrlError, match="broken.json: not a transfer report"):
+        tool.read_report(tmp_path / "broken.json")
+
+
+def test_transfer_page_regenerates_its_blocks_and_checks_them(tmp_path):
+    """A page's generated block is rewritten from its report; ``--check`` names a block that no
+    longer agrees with it (exit 1) and leaves the page as it is."""
+    tool = _transfer_table()
+    docs = tmp_path / "docs"
+    tool.write_report(tmp_path / "reports" / "r.json", {"a": 0.25, "b": 0.4}, _report_cells())
+    docs.mkdir()
+    page = docs / "results.md"
+    page.write_text(
+        "# Results\n\n<!-- table: reports/r.json --teachers slm -->\nstale text\n<!-- end table -->\nend\n",
+        encoding="utf-8",
+    )
+    script = [sys.executable, str(TOOLS / "transfer_table.py"), "page", str(page)]
+    stale = subprocess.run([*script, "--check"], capture_output=True, text=True, check=False)
+    assert stale.returncode == 1 and "reports/r.json --teachers slm" in stale.stderr
+    assert "stale text" in page.read_text(encoding="utf-8")
+    subprocess.run(script, capture_output=True, text=True, check=True)
+    text = page.read_text(encoding="utf-8")
+    assert "stale text" not in text and "| slm − best classic | +0.000 | -0.100 |" in text
+    assert text.endswith("<!-- end table -->\nend\n")
+    fresh = subprocess.run([*script, "--check"], capture_output=True, text=True, check=False)
+    assert fresh.returncode == 0, fresh.stderr

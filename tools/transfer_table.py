@@ -1,26 +1,35 @@
 """The transfer tables: a teacher on the seven corpora of the transfer suite against the best classic
-segmenter, its worst corpus first, and its curve to its stopping point.
+segmenter, its worst corpus first, each student beside its teacher, and curves to the stopping point.
 
-Reads finished benches of the ``transfer`` suite (their ``cells.json`` and the MLflow runs they
-name, in the store ``MLFLOW_TRACKING_URI`` names) and prints Markdown:
+Two steps, so that the tables in ``docs/results.md`` are generated from a report kept beside them:
 
-- per corpus, the gold's density (units per character of its first analyses, on the suite's gold
-  sample), the best classic segmenter (the best mean boundary F1 of Morfessor, FlatCat, SentencePiece
-  unigram and BPE: ``characters`` is not a subword segmenter), and each teacher system's boundary
-  precision / recall / F1 (mean ± sd over its seeds) and units per character of the gold words
-  beside the gold's; then the margin of each teacher over the best classic, with its minimum over
-  the corpora (the worst corpus) and its mean;
-- ``--students SYSTEMS``: each agent beside its teacher, the LM that rewarded it (the agent run's
-  own ``lm-viterbi`` and ``lm-posterior`` rows): what the student adds over its teacher, seed by
-  seed, and its margin over the best classic segmenter;
-- ``--curve SYSTEM``: that system's gold curve (``eval/boundary_f1``, logged by ``segrl lm train``
-  after every epoch and by ``segrl train`` every ``--eval-every`` updates) and held-out bits per
-  character (the agent's: its LM's marginal ones), to its stopping point, seed by seed, and the F1
-  at its stopping point beside the F1 at the shorter budget (``slm`` beside ``slm-1500``,
-  ``agent-6000`` beside ``agent``), and ``--plot FILE`` draws the curves.
+- ``collect BENCH...`` reads finished benches of the ``transfer`` suite (their ``cells.json`` and
+  the MLflow runs they name, in the store ``MLFLOW_TRACKING_URI`` names) and the suite's gold
+  samples, and writes a report: per cell its system, corpus, seed, commit, command, boundary
+  precision / recall / F1 and units per character of the gold words, an agent's own LM's
+  segmentations of the same gold (its ``lm-viterbi`` and ``lm-posterior`` child runs), and the gold
+  curve (``eval/boundary_f1`` with the held-out bits per character) where the run logged one;
+  per corpus the gold's own units per character.
+- ``table REPORT`` prints Markdown from a report alone (no MLflow, no data):
 
-    MLFLOW_TRACKING_URI=sqlite:///mlflow.db python tools/transfer_table.py \\
-        runs/bench/transfer-classic runs/bench/transfer-teacher --curve slm --plot curves.png
+  - per corpus, the gold's density, the best classic segmenter (the best mean boundary F1 of
+    Morfessor, FlatCat, SentencePiece unigram and BPE: ``characters`` is not a subword
+    segmenter), and each ``--teachers`` system's P / R / F1 (mean ± sd over its seeds) and units
+    per character; then each one's margin over the best classic, its minimum over the corpora (the
+    worst corpus) and its mean;
+  - ``--students SYSTEMS``: each agent beside its teacher, the LM that rewarded it: what the
+    student adds over its teacher, seed by seed, and its margin over the best classic segmenter;
+  - ``--curve SYSTEM``: that system's gold curve and held-out bits per character to its stopping
+    point, and its F1 there beside the F1 at the shorter budget (``slm`` beside ``slm-1500``,
+    ``agent-6000`` beside ``agent``); ``--plot FILE`` draws the curves.
+- ``page FILE`` rewrites every generated block of a Markdown page (between ``<!-- table: ARGS -->``
+  and ``<!-- end table -->``, ARGS being a ``table`` command's arguments) from its report;
+  ``--check`` only says which blocks disagree with their reports (exit 1).
+
+    MLFLOW_TRACKING_URI=sqlite:///mlflow.db python tools/transfer_table.py collect \\
+        runs/bench/transfer-classic runs/bench/transfer-teacher --out docs/reports/transfer.json
+    python tools/transfer_table.py table docs/reports/transfer.json --curve slm --plot curves.png
+    python tools/transfer_table.py page docs/results.md
 
 Every figure comes from the benches' own runs; nothing here trains or reads a threshold off gold.
 """
@@ -30,12 +39,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import shlex
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-from mlflow.tracking import MlflowClient
 
 from segrl.benchmark.suite import DEFAULT_DATA_DIR, load_suite
 from segrl.data.gold import load_gold
@@ -86,28 +95,99 @@ def _gold_max_words(options: Sequence[str]) -> int | None:
     return None
 
 
-def summary(
-    cells: list[dict], client: MlflowClient, students: Sequence[str] = ()
-) -> dict[tuple[str, str], dict]:
-    """Per (language, system): each seed's boundary P, R, F1 and gold units per character; for the
-    ``students``, also their teacher's F1 (``viterbi``, ``posterior``) from the run's child rows."""
-    out: dict[tuple[str, str], dict] = {}
+def collect(cells: list[dict], client) -> list[dict]:
+    """The report's cells: each bench cell's figures, read from its MLflow run (and its children's,
+    where it rewarded an agent with its own LM), and its gold curve where the run logged one."""
+    out = []
     for cell in cells:
         run = client.get_run(cell["run_id"])
         metrics = run.data.metrics
+        entry = {
+            "language": cell["language"],
+            "system": cell["system"],
+            "seed": int(cell["seed"]),
+            "run_id": cell["run_id"],
+            "commit": run.data.tags.get("segrl.git_commit", "unknown"),
+            "command": cell.get("command", ""),
+        }
+        for name in ("boundary_precision", "boundary_recall", "boundary_f1"):
+            entry[name] = metrics.get(name, math.nan)
+        entry["density"] = metrics.get("gold_units_per_char", math.nan)
+        children = client.search_runs(
+            [run.info.experiment_id], f"tags.mlflow.parentRunId = '{cell['run_id']}'"
+        )
+        for child in children:
+            for decoding, ending in TEACHER_ROWS.items():
+                if child.info.run_name.endswith(ending):
+                    entry[decoding] = child.data.metrics.get("boundary_f1", math.nan)
+        f1 = {
+            m.step: m.value for m in client.get_metric_history(cell["run_id"], "eval/boundary_f1")
+        }
+        if f1:
+            bpc = {}
+            for name in BITS_PER_CHAR:
+                bpc = bpc or {
+                    m.step: m.value for m in client.get_metric_history(cell["run_id"], name)
+                }
+            entry["curve"] = [[step, f1[step], bpc.get(step, math.nan)] for step in sorted(f1)]
+        out.append(entry)
+    return sorted(out, key=lambda e: (e["language"], e["system"], e["seed"]))
+
+
+def write_report(path: Path, densities: dict[str, float], cells: list[dict]) -> None:
+    """The report as JSON, a line per cell (a missing figure is ``null``), corpora in the suite's
+    order."""
+
+    def plain(value):
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    lines = [
+        json.dumps({k: plain(v) for k, v in cell.items()}, ensure_ascii=False) for cell in cells
+    ]
+    text = (
+        f'{{"suite": "transfer",\n "gold_units_per_char": {json.dumps(densities)},\n "cells": [\n'
+        + ",\n".join(lines)
+        + "\n]}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def read_report(path: Path) -> tuple[dict[str, float], list[dict]]:
+    """A report's gold densities and cells (``null`` read back as NaN)."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        densities = report["gold_units_per_char"]
+        cells = report["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SegrlError(
+            f"{path}: not a transfer report ({e}); write one with 'transfer_table.py collect'"
+        ) from None
+
+    def number(value):
+        return math.nan if value is None else value
+
+    for cell in cells:
+        for key in (*TEACHER_ROWS, "boundary_precision", "boundary_recall", "boundary_f1"):
+            if key in cell:
+                cell[key] = number(cell[key])
+        cell["density"] = number(cell.get("density"))
+        if "curve" in cell:
+            cell["curve"] = [[s, number(f), number(b)] for s, f, b in cell["curve"]]
+    return densities, cells
+
+
+def summary(cells: list[dict]) -> dict[tuple[str, str], dict]:
+    """Per (language, system): each seed's figures (boundary P, R, F1, gold units per character,
+    the teacher's F1 where the cell is a student's)."""
+    out: dict[tuple[str, str], dict] = {}
+    for cell in cells:
         row = out.setdefault((cell["language"], cell["system"]), {"seeds": {}})
-        seed = row["seeds"][int(cell["seed"])] = {
-            name: metrics.get(name, math.nan)
-            for name in ("boundary_precision", "boundary_recall", "boundary_f1")
-        } | {"density": metrics.get("gold_units_per_char", math.nan), "run_id": cell["run_id"]}
-        if cell["system"] in students:
-            children = client.search_runs(
-                [run.info.experiment_id], f"tags.mlflow.parentRunId = '{cell['run_id']}'"
-            )
-            for child in children:
-                for decoding, ending in TEACHER_ROWS.items():
-                    if child.info.run_name.endswith(ending):
-                        seed[decoding] = child.data.metrics.get("boundary_f1", math.nan)
+        row["seeds"][cell["seed"]] = cell
     return out
 
 
@@ -225,26 +305,15 @@ def student_table(
 
 
 def curves(
-    rows: dict[tuple[str, str], dict], system: str, client: MlflowClient
+    rows: dict[tuple[str, str], dict], system: str
 ) -> dict[str, dict[int, list[tuple[int, float, float]]]]:
-    """Per language and seed, ``(step, eval/boundary_f1, valid_bits_per_char)`` after every epoch."""
+    """Per language and seed, ``(step, eval/boundary_f1, held-out bits per character)``."""
     out: dict[str, dict[int, list[tuple[int, float, float]]]] = {}
     for (language, name), row in rows.items():
         if name != system:
             continue
         for seed, values in row["seeds"].items():
-            f1 = {
-                m.step: m.value
-                for m in client.get_metric_history(values["run_id"], "eval/boundary_f1")
-            }
-            bpc = {}
-            for name in BITS_PER_CHAR:
-                bpc = bpc or {
-                    m.step: m.value for m in client.get_metric_history(values["run_id"], name)
-                }
-            out.setdefault(language, {})[seed] = [
-                (step, f1[step], bpc.get(step, math.nan)) for step in sorted(f1)
-            ]
+            out.setdefault(language, {})[seed] = [tuple(p) for p in values.get("curve", [])]
     return out
 
 
@@ -301,12 +370,14 @@ def plot(history: dict[str, dict[int, list[tuple[int, float, float]]]], path: Pa
     figure.savefig(path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("benches", nargs="+", type=Path, help="finished transfer bench folders")
-    parser.add_argument("--data-dir", type=Path, default=Path(DEFAULT_DATA_DIR))
+def tables(argv: Sequence[str], plot_to: bool = True) -> str:
+    """The Markdown of a ``table`` command (its arguments without ``table``)."""
+    parser = argparse.ArgumentParser(prog="transfer_table.py table")
+    parser.add_argument("report", type=Path, help="a report written by 'collect'")
     parser.add_argument(
-        "--teachers", default="slm", help="the systems to judge, comma-separated (default: slm)"
+        "--teachers",
+        default="slm",
+        help="the systems to judge, comma-separated (default: slm; '' for none)",
     )
     parser.add_argument(
         "--students", default="", help="agent systems to show beside their teachers (e.g. agent)"
@@ -314,21 +385,82 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--curve", help="a system whose gold curve to show (e.g. slm)")
     parser.add_argument("--plot", type=Path, help="draw the curve into this PNG")
     args = parser.parse_args(argv)
+    densities, cells = read_report(args.report)
+    rows = summary(cells)
+    students = [s for s in args.students.split(",") if s]
+    teachers = [t for t in args.teachers.split(",") if t]
+    parts = [corpus_table(rows, densities, teachers)] if teachers else []
+    if students:
+        parts.append(student_table(rows, list(densities), students))
+    if args.curve:
+        history = curves(rows, args.curve)
+        history = {language: history[language] for language in densities if language in history}
+        parts.append(curve_table(rows, args.curve, history))
+        if args.plot and plot_to:
+            plot(history, args.plot)
+    return "\n\n".join(parts)
+
+
+BLOCK = re.compile(r"(<!-- table: (?P<args>[^\n]*?) -->\n)(?P<body>.*?)(<!-- end table -->)", re.S)
+"""A generated block of a page: the ``table`` command's arguments, its output, the end mark."""
+
+
+def page(path: Path, check: bool) -> list[str]:
+    """Rewrite (or, with ``check``, compare) every generated block of a Markdown page; the
+    arguments of each block whose text is not what its report gives. Report paths in a block are
+    relative to the repository (the page's folder's parent)."""
+    text = path.read_text(encoding="utf-8")
+    root = path.resolve().parent.parent
+    stale: list[str] = []
+
+    def render(match: re.Match) -> str:
+        argv = shlex.split(match["args"])
+        argv[0] = str(root / argv[0])
+        body = tables(argv, plot_to=False) + "\n"
+        if body != match["body"]:
+            stale.append(match["args"])
+        return match.group(1) + body + match.group(4)
+
+    new = BLOCK.sub(render, text)
+    if not BLOCK.search(text):
+        raise SegrlError(f"{path}: no generated block ('<!-- table: ARGS -->')")
+    if not check and new != text:
+        path.write_text(new, encoding="utf-8")
+    return stale
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = ("collect", "table", "page")
+    if not argv or argv[0] not in commands:
+        print(__doc__)
+        print(f"transfer_table: error: give a command: {', '.join(commands)}", file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
     try:
-        client = MlflowClient()
-        students = [s for s in args.students.split(",") if s]
-        rows = summary(read_cells(args.benches), client, students)
-        densities = gold_densities(args.data_dir)
-        print(corpus_table(rows, densities, args.teachers.split(",")))
-        if students:
-            print()
-            print(student_table(rows, list(densities), students))
-        if args.curve:
-            history = curves(rows, args.curve, client)
-            print()
-            print(curve_table(rows, args.curve, history))
-            if args.plot:
-                plot(history, args.plot)
+        if command == "table":
+            print(tables(rest))
+        elif command == "page":
+            parser = argparse.ArgumentParser(prog="transfer_table.py page")
+            parser.add_argument("page", type=Path)
+            parser.add_argument("--check", action="store_true")
+            args = parser.parse_args(rest)
+            stale = page(args.page, args.check)
+            for block in stale:
+                verb = "disagrees with its report" if args.check else "regenerated"
+                print(f"{args.page}: table '{block}' {verb}", file=sys.stderr)
+            return 1 if args.check and stale else 0
+        else:
+            parser = argparse.ArgumentParser(prog="transfer_table.py collect")
+            parser.add_argument("benches", nargs="+", type=Path, help="finished bench folders")
+            parser.add_argument("--data-dir", type=Path, default=Path(DEFAULT_DATA_DIR))
+            parser.add_argument("--out", type=Path, required=True, help="the report to write")
+            args = parser.parse_args(rest)
+            from mlflow.tracking import MlflowClient
+
+            cells = collect(read_cells(args.benches), MlflowClient())
+            write_report(args.out, gold_densities(args.data_dir), cells)
+            print(f"{args.out}: {len(cells)} cells")
     except SegrlError as e:
         print(f"transfer_table: error: {e}", file=sys.stderr)
         return 2
