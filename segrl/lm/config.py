@@ -22,66 +22,47 @@ LMTexts = Literal["word-types", "sentences"]
 """What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
 MODELS: tuple[str, ...] = typing.get_args(LMModel)
 WORD_LIST_LENGTH_PENALTY = 0.05
-"""The length penalty on word lists: without one the marginal likelihood keeps every word whole
-(boundary F1 0 in English, Hungarian, Spanish and Czech); 0.05 and 0.1 did about equally well across
-the four, 0.1 over-split English and hurt running text most (docs/results.md)."""
+"""The length penalty on word lists (nats per character past the first of a segment): without one
+the marginal likelihood keeps every word whole. Chosen on the four SIGMORPHON word lists together
+(docs/studies/2026-11-24-word-lists.md)."""
 PRICED_LEXICON_LENGTH_PENALTY = 0.02
 """The length penalty on word lists for an ``slm`` whose lexicon entries pay for their spelling
 (``lexicon_cost`` above 0): the description length already moves mass from long entries to their
-parts, and with 0.05 on top English over-split (boundary F1 0.51 against 0.58 at 0.02; the teacher
-study, docs/studies/2026-11-26-teacher.md)."""
+parts, and more on top over-splits (docs/studies/2026-11-26-teacher.md)."""
 LEXICON_COST = 1.0
-"""``segrl lm train``'s ``lexicon_cost`` (and the LM evaluator's on a word list): 1 nat per
+"""``segrl lm train``'s ``lexicon_cost`` (and the LM evaluator's on a word list): nats per
 character of an entry's spelling, the price its uses must gain to keep it in a pruned lexicon
-(``lexicon_prune``) and the expected price of the lexicon's description length. Chosen with the
-bigram speller and the pruned lexicon on the seven corpora of the transfer suite together (seed
-0; prices 0.5, 1, 2 and 3: a lower price keeps longer entries, a higher one only short pieces, and
-Mongolian, the worst corpus, is best at 1; the transfer study,
-docs/studies/2026-11-28-transfer.md). 2 was the price of the LSTM speller's lexicon before,
-chosen on five corpora at 1,500 updates (docs/studies/2026-11-26-teacher.md)."""
+(``lexicon_prune``) and the expected price of the lexicon's description length. A lower price
+keeps longer entries, a higher one only short pieces. Chosen on the seven corpora of the transfer
+suite together, by the worst one (docs/studies/2026-11-28-transfer.md)."""
 WORD_LIST_SPELLER: LMSpeller = "bigram"
 """``segrl lm train``'s speller on a word list and on running text, and the LM evaluator's on a word
 list: a character bigram without context, with the lexicon pruned (``lexicon_prune``). With the
-LSTM speller the marginal likelihood keeps words whole the longer it trains (the held-out bits
-per character fall while the segmentation goes: on the Mongolian list from boundary F1 0.35 at one
-epoch to 0.05 without a lexicon, 0.59 to 0.24 with a pruned one), and the lexicon of 100,000
-substrings holds whole words: the LSTM teacher cut Mongolian at 0.17 units per character against
-the gold's 0.26 (F1 0.26, Morfessor 0.79). With the bigram speller and the pruned lexicon every
-curve is flat to the stopping point (the transfer study, docs/studies/2026-11-28-transfer.md)."""
+LSTM speller the marginal likelihood kept words whole the longer it trained, most in agglutinative
+languages; with this one the segmentation holds to the stopping point
+(docs/studies/2026-11-28-transfer.md)."""
 SLM_LEXICON_SIZE = 100_000
 """The lexicon of an ``slm`` without context on a word list unless one is given (``segrl lm
-train``): the 100,000 substrings found in the most training word types. Against no lexicon it raised
-``slm``'s boundary F1 in English, Hungarian, Spanish and Czech (30,000 raised it less on average and
-lowered it in Spanish). On the bundled running text an unpriced lexicon lowered it (0.318 against
-0.353) and a priced one (``lexicon_cost`` above 0) raised it (0.387 against 0.353 and 0.331, seeds 0
-and 1), so running text gets one only when its entries are priced (docs/results.md)."""
+train``): the 100,000 substrings found in the most training word types, before any pruning.
+Running text gets one only when its entries are priced (``lexicon_cost`` above 0;
+docs/studies/2026-11-25-lexicon.md)."""
 
 WORD_MAX_SEGMENT_LENGTH = 12
 """The maximum segment length of an LM on text without spaces (word discovery) unless one is given:
 it covers 99.9% of the word tokens of Brent's br-text (all of br-phono's) and 99.3% of the Penn
-Treebank's (10 would cover 97.4% there)."""
+Treebank's."""
 WORD_DISCOVERY_CONTEXT: LMContext = "lstm"
 """``segrl lm train``'s context on text without spaces (word discovery) unless one is given: an LSTM
 over the characters before each segment, with no length penalty, the kind of model behind the
-recurrent segmental LMs of Kawakami et al. (2019) and Downey et al. (2022). Chosen on PTB and br-text
-together over three seeds (word F1, PTB / br-text: 0.758 ± 0.016 / 0.594 ± 0.022, against 0.670 ±
-0.001 / 0.574 ± 0.009 without context at ``WORD_DISCOVERY_LENGTH_PENALTY``; br-phono, not used to
-choose: 0.443 ± 0.027 against 0.451 ± 0.045). Any length penalty with it makes every character a
-segment (0.94 units per character at 0.1 on br-text): once each segment sees the characters before
-it, splitting no longer costs likelihood. The word discovery study,
-docs/studies/2026-11-26-word-discovery.md."""
+recurrent segmental LMs of Kawakami et al. (2019) and Downey et al. (2022). Chosen on PTB and
+br-text together over three seeds; with it any length penalty makes every character a segment
+(docs/studies/2026-11-26-word-discovery.md)."""
 WORD_DISCOVERY_LENGTH_PENALTY = 0.15
 """``segrl lm train``'s length penalty on text without spaces (word discovery) for an ``slm`` without
-context (``--context none``) unless one is given; with context the default is none.
-With none ``slm`` undersegments, keeping frequent word sequences as one lexicon entry. Screened at
-seed 0 on PTB and br-text together (word F1, PTB / br-text: 0 0.545 / 0.416, 0.02 0.586 / 0.426,
-0.05 0.624 / 0.457, 0.1 0.675 / 0.470, 0.2 0.613 / 0.605), then over three seeds: the mean of PTB
-and br-text is highest at 0.15 (PTB 0.670 ± 0.001, br-text 0.574 ± 0.009; 0.1: 0.675 ± 0.000,
-0.477 ± 0.006; 0.2: 0.613 at seed 0, 0.599 ± 0.006; br-phono, not used to choose: 0.451 ± 0.045 at
-0.15, 0.435 ± 0.006 at 0.1). br-text's gold is denser than PTB's (0.26 words a character against 0.216),
-so a higher penalty helps br-text and, past 0.15, over-segments PTB (the word discovery study,
-docs/studies/2026-11-26-word-discovery.md). Running text with its spaces keeps none."""
-
+context (``--context none``) unless one is given; with context the default is none. Without one
+such an ``slm`` keeps frequent word sequences as one lexicon entry. Chosen on PTB and br-text
+together over three seeds (docs/studies/2026-11-26-word-discovery.md). Running text with its
+spaces keeps none."""
 
 @dataclass
 class LMConfig:
@@ -144,9 +125,8 @@ class LMConfig:
     None: ``direct`` (``LM_DEFAULTS``) unless ``categories`` are set (``resolve_lm_config``;
     ``segrl lm train``'s default)."""
     lexicon_lr: float = 0.1
-    """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's):
-    0.1, chosen on English, Hungarian, Spanish, Czech and the bundled corpus together (0.03 trained
-    too slowly, 0.3 lost in Spanish and Czech; docs/studies/2026-11-26-teacher.md)."""
+    """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's),
+    chosen on five corpora together (docs/studies/2026-11-26-teacher.md)."""
     lexicon_prune: bool | None = False
     """``slm`` with a direct lexicon and a ``lexicon_cost``: after every epoch, entries whose
     counted uses gain the corpus less likelihood than their spelling costs (``lexicon_cost`` nats a
