@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import io
+import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -382,11 +384,14 @@ def test_a_logged_model_installs_segrl_from_its_own_wheel(mlflow_store, small_co
     assert main(args) == 0
     model = Path(mlflow.artifacts.download_artifacts(f"runs:/{_only_run_id()}/model"))
     requirements = (model / "requirements.txt").read_text().splitlines()
-    assert requirements[-2:] == ["--find-links artifacts", f"segrl=={segrl.__version__}"]
-    wheel = f"artifacts/segrl-{segrl.__version__}-py3-none-any.whl"
-    with zipfile.ZipFile(model / wheel) as archive:
+    (wheel,) = (model / "artifacts").glob("segrl-*.whl")
+    version = wheel.name.split("-")[1]
+    assert re.fullmatch(re.escape(segrl.__version__) + r"\+[0-9a-f]{12}", version)
+    assert requirements[-2:] == ["--find-links artifacts", f"segrl=={version}"]
+    with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        metadata = archive.read(f"segrl-{segrl.__version__}.dist-info/METADATA").decode()
+        metadata = archive.read(f"segrl-{version}.dist-info/METADATA").decode()
+    assert f"Version: {version}\n" in metadata
     assert {
         "segrl/loading.py",
         "segrl/pyfunc_model.py",
@@ -443,3 +448,25 @@ def test_segment_stops_quietly_when_its_reader_does(mlflow_store, small_corpus_f
     process.stdout.close()  # as head does after its line
     assert process.wait(timeout=120) == 0
     assert b"Traceback" not in process.stderr.read()
+
+
+def test_models_of_different_segrl_code_get_different_environments(tmp_path):
+    """The wheel's version labels its content: the same code gives the same version, one changed
+    byte another, and MLflow's own virtualenv naming then gives the two models two environments."""
+    from mlflow.utils.environment import _PythonEnv
+    from mlflow.utils.virtualenv import _get_virtualenv_name
+
+    from segrl.tracking.models import build_wheel, wheel_requirements
+
+    package = Path(shutil.copytree(Path(segrl.__file__).parent, tmp_path / "code" / "segrl"))
+    first = build_wheel(package, Path(tmp_path / "a"))
+    again = build_wheel(package, Path(tmp_path / "b"))
+    (package / "version.py").write_text((package / "version.py").read_text() + "\n")
+    changed = build_wheel(package, Path(tmp_path / "c"))
+    assert first.name == again.name != changed.name
+    names = set()
+    for wheel in (first, again, changed):
+        requirements = wheel_requirements(wheel)
+        assert requirements[-1] == f"segrl=={wheel.name.split('-')[1]}"
+        names.add(_get_virtualenv_name(_PythonEnv(dependencies=requirements), tmp_path))
+    assert len(names) == 2

@@ -4,8 +4,10 @@ segmenter's folder as its ``segmenter`` artifact. This module names that file bu
 the pyfunc class sits above the loader it calls, and the jobs that log their models sit below it.
 
 A model travels with segrl itself: a wheel of the segrl that logged it (``segrl_wheel``) is its
-``segrl_wheel`` artifact, and its ``requirements.txt`` finds segrl there, so that MLflow builds the
-model's environment (``mlflow models serve``, ``mlflow models build-docker``) from the model alone."""
+``segrl_wheel`` artifact, and its ``requirements.txt`` finds segrl there at the wheel's exact
+version (segrl's with the hash of its content as a local label), so that MLflow builds the model's
+environment (``mlflow models serve``, ``mlflow models build-docker``) from the model alone, one
+environment for each segrl code."""
 
 from __future__ import annotations
 
@@ -58,43 +60,61 @@ def _log_pyfunc(folder: Path, register: str | None) -> None:
         python_model=str(PYFUNC_MODEL_FILE),
         artifacts={SEGMENTER_ARTIFACT: str(folder), WHEEL_ARTIFACT: str(wheel)},
         input_example=["unexpectedly", "the cats sat"],  # the signature comes from predict's hints
-        pip_requirements=wheel_requirements(),
+        pip_requirements=wheel_requirements(wheel),
         registered_model_name=register,
         tags={k: run_tags[k] for k in (SEGMENTER_TAG, KIND_TAG) if k in run_tags},
     )
 
 
-def wheel_requirements() -> list[str]:
-    """The model's requirements: segrl, found in the model's ``artifacts`` folder (pip reads a
+def wheel_requirements(wheel: Path | None = None) -> list[str]:
+    """The model's requirements: segrl at exactly the version of its wheel (``wheel``, else this
+    process's ``segrl_wheel``), found in the model's ``artifacts`` folder (pip reads a
     ``--find-links`` folder of a requirements file beside that file, wherever pip runs: MLflow's
-    virtualenvs install from the model's folder, its Docker images from elsewhere)."""
-    return ["--find-links artifacts", f"segrl=={__version__}"]
+    virtualenvs install from the model's folder, its Docker images from elsewhere).
+
+    The version carries the wheel's content as a local label (``0.1.0+<hash>``): MLflow names a
+    model's virtualenv by its requirements, so models logged by different segrl code get different
+    environments, and models logged by the same code share one."""
+    version = (wheel or segrl_wheel()).name.split("-")[1]
+    return ["--find-links artifacts", f"segrl=={version}"]
 
 
 @functools.cache
 def segrl_wheel() -> Path:
     """A wheel of the segrl that runs: its package folder as it is now (a checkout's uncommitted
     changes included), its requirements as its ``pyproject.toml`` says (else as installed), pure
-    Python (``py3-none-any``). Made once a process, in a temporary folder removed at exit."""
-    package = Path(__file__).resolve().parents[1]
+    Python (``py3-none-any``), its version segrl's with the hash of its content as a local label.
+    Made once a process, in a temporary folder removed at exit."""
     folder = Path(tempfile.mkdtemp(prefix="segrl-wheel-"))
     atexit.register(shutil.rmtree, folder, True)
-    info = f"segrl-{__version__}.dist-info"
+    return build_wheel(Path(__file__).resolve().parents[1], folder)
+
+
+def build_wheel(package: Path, folder: Path) -> Path:
+    """A pure-Python wheel of the segrl package folder ``package`` in ``folder``; its version is
+    ``__version__`` with a local label, the first 12 hex digits of the SHA-256 of its files (names
+    and bytes) and requirements: the same for the same code, different for any change."""
     files = {
         path.relative_to(package.parent).as_posix(): path.read_bytes()
         for path in sorted(package.rglob("*"))
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
     }
-    metadata = ["Metadata-Version: 2.1", "Name: segrl", f"Version: {__version__}"]
-    files[f"{info}/METADATA"] = (
-        "\n".join([*metadata, *_requirement_lines(package)]).encode() + b"\n"
-    )
+    requirements = _requirement_lines(package)
+    content = hashlib.sha256("\n".join(requirements).encode())
+    for name, data in files.items():
+        content.update(f"{name}\0{len(data)}\0".encode())
+        content.update(data)
+    version = f"{__version__}+{content.hexdigest()[:12]}"
+    info = f"segrl-{version}.dist-info"
+    metadata = ["Metadata-Version: 2.1", "Name: segrl", f"Version: {version}"]
+    files[f"{info}/METADATA"] = "\n".join([*metadata, *requirements]).encode() + b"\n"
     files[f"{info}/WHEEL"] = (
         b"Wheel-Version: 1.0\nGenerator: segrl\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
     record = [f"{name},sha256={_digest(data)},{len(data)}" for name, data in files.items()]
     files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]).encode() + b"\n"
-    wheel = folder / f"segrl-{__version__}-py3-none-any.whl"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"segrl-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
         for name, data in files.items():
             out.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
