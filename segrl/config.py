@@ -12,6 +12,8 @@ overrides (``{"data.max_len": 96}``); ``config_to_dict``/``flatten_config`` give
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import tomllib
 import types
 import typing
@@ -176,6 +178,8 @@ def _check_tree(cfg: Any, prefix: str) -> None:
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
             _check_tree(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{prefix}{f.name} must be a finite number, got {value}")
     check = getattr(cfg, "check", None)
     if check is not None:
         check(prefix)
@@ -229,6 +233,12 @@ def check_threads(threads: int | None, option: str = "--threads") -> None:
         raise ConfigError(
             f"{option} must be a positive number of CPU threads, got {threads!r}; leave it out for "
             "PyTorch's default"
+        )
+    cpus = os.cpu_count() or 1
+    if threads > cpus:
+        raise ConfigError(
+            f"{option} {threads} is more threads than this machine's {cpus} CPUs; give at most "
+            f"{cpus}, or leave it out for PyTorch's default"
         )
 
 

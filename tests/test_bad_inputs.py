@@ -223,6 +223,19 @@ CASES = [
     ("set-unknown-key", ["train", "--set", "reinforce.rl=0.1"], None, "unknown option"),
     ("threads-negative", ["train", "--threads", "-1", "--steps", "1"], None, "--threads"),
     ("threads-zero", ["train", "--threads", "0", "--steps", "1"], None, "--threads"),
+    (
+        "threads-beyond-the-machine",
+        ["train", "--threads", "100000", "--steps", "1"],
+        None,
+        "--threads 100000 is more threads than this machine's",
+    ),
+    ("lr-nan", ["train", "--lr", "nan", "--steps", "1"], None, "lr must be a finite number"),
+    (
+        "set-inf",
+        ["train", "--set", "reinforce.max_grad_norm=inf", "--steps", "1"],
+        None,
+        "reinforce.max_grad_norm must be a finite number, got inf",
+    ),
     ("out-unwritable", ["train", "--out", "/proc/segrl-run", "--steps", "1"], None, "--out"),
     (
         "units-threads",
