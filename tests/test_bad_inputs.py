@@ -100,6 +100,21 @@ def _agent_with(name: str, content: bytes | dict) -> Callable[[Path], Path]:
     return make
 
 
+def _classic_options(**options) -> Callable[[Path], Path]:
+    """A Morfessor segmenter's folder whose ``segmenter.json`` has ``options`` edited in."""
+
+    def make(folder: Path) -> Path:
+        import json
+
+        saved = _classic_with("morfessor.segmentations.txt", b"1 a\n")(folder)
+        meta = json.loads((saved / "segmenter.json").read_text())
+        meta["options"].update(options)
+        (saved / "segmenter.json").write_text(json.dumps(meta))
+        return saved
+
+    return make
+
+
 def _classic_with(name: str, content: bytes) -> Callable[[Path], Path]:
     """A Morfessor segmenter's folder (its ``segmenter.json`` as ``save`` writes it) whose file
     ``name`` is ``content``."""
@@ -357,6 +372,24 @@ CASES = [
         ["segment", "--model", "{f}"],
         _classic_with("morfessor.segmentations.txt", b""),
         "morfessor.segmentations.txt: no segmentations",
+    ),
+    (
+        "morfessor-count-negative",
+        ["segment", "--model", "{f}"],
+        _classic_with("morfessor.segmentations.txt", b"3 a\n-5 abc\n"),
+        "morfessor.segmentations.txt: cannot read the Morfessor model (line 2: count -5",
+    ),
+    (
+        "morfessor-count-zero",
+        ["segment", "--model", "{f}"],
+        _classic_with("morfessor.segmentations.txt", b"0 abc\n"),
+        "(line 1: count 0, where a count is at least 1)",
+    ),
+    (
+        "morfessor-corpusweight-word",
+        ["segment", "--model", "{f}"],
+        _classic_options(corpusweight="heavy"),
+        "segmenter.json: options that make no morfessor segmenter (corpusweight must be a number",
     ),
     (
         "units-without-config",

@@ -88,6 +88,10 @@ class MorfessorSegmenter(Segmenter):
             raise ValueError(f"dampening must be one of {DAMPENING}, got {dampening!r}")
         if max_epochs is not None and max_epochs < 1:
             raise ValueError(f"max_epochs must be at least 1 or None, got {max_epochs}")
+        if isinstance(corpusweight, bool) or not isinstance(corpusweight, int | float):
+            raise ValueError(f"corpusweight must be a number, got {corpusweight!r}")
+        if not corpusweight > 0:
+            raise ValueError(f"corpusweight must be above 0, got {corpusweight!r}")
         if not viterbi_smoothing >= 0:
             raise ValueError(f"viterbi_smoothing must be 0 or more, got {viterbi_smoothing!r}")
         super().__init__(
@@ -228,14 +232,17 @@ def read_annotations_file(path: Path) -> dict[str, list[list[str]]]:
 def read_segmentation_file(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
     """The ``(count, word, morphs)`` of a Morfessor segmentation file (``count morph + morph`` lines,
     ``#`` comments), as Morfessor's ``read_segmentation_file`` gives them, with the file closed after
-    reading (Morfessor's reader leaves it open)."""
+    reading (Morfessor's reader leaves it open). A count that is not a whole number above 0 is a
+    ``ValueError`` naming its line: Morfessor's cost is a logarithm of the counts."""
     out = []
     with path.open(encoding="utf-8") as lines:
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             line = line.rstrip()
             if not line or line.startswith("#"):
                 continue
             count, word = line.split(" ", 1)
+            if int(count) < 1:
+                raise ValueError(f"line {number}: count {count}, where a count is at least 1")
             morphs = tuple(word.split(MORPH_SEPARATOR))
             out.append((int(count), "".join(morphs), morphs))
     return out
