@@ -64,6 +64,7 @@ such an ``slm`` keeps frequent word sequences as one lexicon entry. Chosen on PT
 together over three seeds (docs/studies/2026-11-26-word-discovery.md). Running text with its
 spaces keeps none."""
 
+
 @dataclass
 class LMConfig:
     """A segmental language model: which one and how big."""
