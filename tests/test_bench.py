@@ -357,13 +357,30 @@ def test_bench_on_a_token_authenticated_ray_cluster(mlflow_store, tmp_path, monk
             ('name = "en"\n', 'name = "en"\ngold = "no-such-folder/gold.tsv"\n'),
             "suite tiny, language 'en': its gold no-such-folder/gold.tsv does not exist",
         ),
+        (
+            ('command = "baseline --method words"', 'command = "baseline --method nonsense"'),
+            "suite tiny, system 'words' on 'en': unknown segmenter 'nonsense'",
+        ),
+        (
+            ('command = "baseline --method words"', 'command = "train --steps -5"'),
+            "system 'words' on 'en': reinforce.steps and reinforce.batch_size must be at least 1",
+        ),
+        (
+            ('command = "baseline --method words"', 'command = "lm train --set bogus.key=1"'),
+            "system 'words' on 'en': command line: unknown option 'bogus'",
+        ),
+        (
+            ('command = "baseline --method words"', 'command = "units train --set train.lr=-1"'),
+            "system 'words' on 'en': train.lr must be positive, got -1.0",
+        ),
     ],
-    ids=["flag-typo", "missing-gold"],
+    ids=["flag-typo", "missing-gold", "method", "steps", "set-unknown", "units-value"],
 )
 def test_a_suite_is_checked_before_any_cell_runs(mlflow_store, tmp_path, capsys, replace, fragment):
-    """A misspelt flag in a system's command, or a gold path that does not exist (one outside
-    ``{data_dir}``, which the suite's loader checks), stops the bench before its parent run or any
-    cell starts: one line naming the system or language, exit 2."""
+    """A misspelt flag in a system's command, a value its job would refuse (an unknown method or
+    option, a step count below 1), or a gold path that does not exist (one outside ``{data_dir}``,
+    which the suite's loader checks), stops the bench before its parent run or any cell starts: one
+    line naming the system or language, exit 2."""
     from segrl.cli import main
 
     suite = _suite_file(tmp_path, TWO_TRIVIAL.replace(*replace))
@@ -483,3 +500,35 @@ def test_ctrl_c_stops_the_bench_and_its_queued_cells(stop, mlflow_store, small_c
     assert again.returncode == 0, again.stderr[-2000:]
     runs = {r.info.run_id: r for r in _runs("segrl-bench")}
     assert runs[parent_id].info.status == "FINISHED" and len(runs) == 4
+
+
+def test_two_benches_on_one_folder(mlflow_store, tmp_path):
+    """A bench folder another process is running a bench into is refused in one line naming that
+    process; once it is let go, the same bench runs."""
+    from segrl.cli import main
+
+    suite = _suite_file(tmp_path, TWO_TRIVIAL)
+    out = tmp_path / "bench"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from segrl.files import lock_folder; "
+            f"lock_folder({str(out)!r}); print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        args = ["bench", "--suite", str(suite), "--out", str(out), "--seeds", "0"]
+        with pytest.raises(
+            ConfigError, match=f"is in use: process {holder.pid} is running a bench"
+        ):
+            run_bench(load_suite(str(suite), tmp_path).select(None, None, [0]), out)
+        assert not (out / "cells.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(args) == 0
+    assert (out / "cells.json").exists()

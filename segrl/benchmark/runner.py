@@ -40,7 +40,7 @@ from segrl.data.segmented import (
 )
 from segrl.data.synthetic import is_synthetic
 from segrl.errors import ConfigError, Interrupted, TrackingError
-from segrl.files import check_writable_folder
+from segrl.files import check_writable_folder, lock_folder, unlock_folder
 from segrl.processes import handling, raise_interrupt
 from segrl.tracking.runs import end_run_killed, log_artifact, log_metrics, start_run
 from segrl.tracking.store import absolute_tracking_uri
@@ -117,6 +117,12 @@ def run_bench(
     folder = Path(out or Path("runs") / "bench" / suite.name)
     check_writable_folder(folder, "--out")
     folder.mkdir(parents=True, exist_ok=True)
+    holder = lock_folder(folder)  # held until the bench ends, however it ends
+    if holder is not None:
+        raise ConfigError(
+            f"{folder} is in use: process {holder or '(starting)'} is running a bench into it; wait "
+            "for it to end (then the same command finishes what is left), or give another --out"
+        )
     started = time.perf_counter()
     cells = cells_of(suite)
     hashes = {
@@ -226,6 +232,7 @@ def run_bench(
                 if row[f"{metric}_mean"] == row[f"{metric}_mean"]
             }
         )
+    unlock_folder(folder)
     failed = [r for r in results if r["status"] == "failed"]
     return BenchOutcome(folder, parent_id, rows, results, table, wall, failed)
 
