@@ -8,6 +8,7 @@ or another tool's predictions (``segrl.formats``), with the metrics of ``segrl.m
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from segrl.data.corpus import gold_utterances
 from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
 from segrl.data.languages import gold_language
 from segrl.data.segmented import is_segmented
-from segrl.errors import DataError
+from segrl.errors import DataError, DataWarning
 from segrl.formats import MIN_COVERAGE
 from segrl.metrics import (
     BOUNDARY_F1,
@@ -94,15 +95,22 @@ def evaluate_predictions(
     gold files are read); ``covered_fraction`` says how many of them it has, and a gold file of
     which it segments less than ``min_coverage`` (or none) is a ``DataError``."""
     from segrl.data.corpus import read_lines
-    from segrl.formats import read_predictions
+    from segrl.formats import predictions_by_word
 
     lines = list(read_lines(predictions))
     predicted: dict[str, list[str]] = {}
     if not all(is_segmented(path) for path in golds):  # word discovery reads utterances
-        for word, morphs in read_predictions(lines, fmt, separator):
-            predicted.setdefault(word.lower(), [m.lower() for m in morphs])
+        predicted, conflicts = predictions_by_word(lines, fmt, separator)
         if not predicted:
             raise DataError(f"{predictions}: no segmentations in it")
+        if conflicts:
+            warnings.warn(
+                DataWarning(
+                    f"{predictions}: lines that segment a word differently from its first "
+                    f"line, which is the one scored: {len(conflicts)} ({conflicts[0]})"
+                ),
+                stacklevel=2,
+            )
     out = []
     for path in golds:
         if is_segmented(path):

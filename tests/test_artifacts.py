@@ -211,6 +211,45 @@ def test_evaluate_tells_the_formats_apart_and_refuses_a_small_coverage(mlflow_st
     assert f"gold {gold} (unknown, 1 of 4 words)" in capsys.readouterr().out
 
 
+def test_a_word_column_is_read_as_the_word_in_every_format(mlflow_store, capsys):
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\njumps\tjump @@s\nhome\thome\n", "utf-8")
+    # `paste words.txt subword-nmt.out`: the word column is the word, not a second segmentation
+    pasted = mlflow_store / "pasted.tab"
+    pasted.write_text("walked\twalk@@ ed\njumps\tju@@ mps\nhome\thome\n", encoding="utf-8")
+    args = ["evaluate", "--predictions", str(pasted), "--gold", str(gold)]
+    assert main([*args, "--predictions-format", "bpe"]) == 0
+    assert "boundary P/R/F1 0.500 / 0.500 / 0.500" in capsys.readouterr().out
+    # under auto a tab is SIGMORPHON's: refused, with the format the analysis looks to be in
+    assert main(args) == EXIT_USER_ERROR
+    assert capsys.readouterr().err.splitlines() == [
+        f"segrl: error: {pasted}:1: the morphs 'walk@@ ed' do not spell 'walked' (read as "
+        "sigmorphon); it looks bpe (saw '@@'): give --predictions-format bpe"
+    ]
+    # analyses that do not spell their word are refused in the named format too
+    pasted.write_text("walked\twalk@@ ed\njumps\tjump@@ ed\n", encoding="utf-8")
+    assert main([*args, "--predictions-format", "bpe"]) == EXIT_USER_ERROR
+    assert f"{pasted}:2: the morphs 'jump ed' do not spell 'jumps' (read as bpe)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_word_segmented_two_ways_is_reported(mlflow_store, capsys):
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\njumps\tjump @@s\n", "utf-8")
+    predictions = mlflow_store / "text.txt"
+    predictions.write_text("walk-ed jump-s\njumps walk-ed\nWalk-ed\n", encoding="utf-8")
+    args = ["evaluate", "--predictions", str(predictions), "--gold", str(gold)]
+    assert main([*args, "--predictions-format", "separator"]) == 0
+    out, err = capsys.readouterr()
+    assert "boundary P/R/F1 1.000 / 1.000 / 1.000" in out  # the first segmentation is scored
+    assert err.splitlines() == [
+        f"segrl: warning: {predictions}: lines that segment a word differently from its first "
+        f"line, which is the one scored: 1 ({predictions}:2: jumps is 'jumps' here, 'jump s' on "
+        "line 1)"
+    ]
+
+
 def test_predictions_formats_read_back_what_segment_writes():
     lines = [
         ("p", 1, "walked\twalk @@ed\t010"),
