@@ -23,9 +23,9 @@ from segrl.metrics import (
     BOUNDARY_PRECISION,
     BOUNDARY_RECALL,
     COVERED_FRACTION,
+    GOLD_UNITS_PER_CHAR,
     GOLD_WORDS,
     MORPH_F1,
-    UNITS_PER_CHAR,
     WORD_F1,
     evaluate_word_discovery,
     evaluate_word_segmenter,
@@ -169,7 +169,8 @@ def _format_read(texts: Sequence[str], fmt: str, separator: str) -> str:
 
 
 def print_scores(name: str, results: Sequence[GoldScores]) -> None:
-    """One line per gold file: boundary P/R/F1, morph F1 (SIGMORPHON 2022's), units per character."""
+    """One line per gold file: boundary P/R/F1, morph F1 (SIGMORPHON 2022's), units per character
+    of the gold words."""
     for r in results:
         m = r.metrics
         if WORD_F1 in m:
@@ -181,7 +182,7 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
         print(
             f"[{name}] {r.gold} ({gold_language(r.gold)}): boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "
             f"{m[BOUNDARY_RECALL]:.3f} / {m[BOUNDARY_F1]:.3f}, morph F1 {m[MORPH_F1]:.3f}, "
-            f"units/char {m[UNITS_PER_CHAR]:.3f} ({m[GOLD_WORDS]:.0f} words{covered})",
+            f"gold units/char {m[GOLD_UNITS_PER_CHAR]:.3f} ({m[GOLD_WORDS]:.0f} words{covered})",
             flush=True,
         )
 

@@ -162,6 +162,31 @@ def test_evaluate_scores_predictions_and_a_model_and_logs_them(
     assert code == EXIT_USER_ERROR and "segments 0 of the 3 words" in capsys.readouterr().err
 
 
+def test_a_model_has_one_units_per_char_in_training_and_in_evaluate(
+    mlflow_store, small_corpus_file, capsys
+):
+    """``units_per_char`` is of held-out corpus text, which only training has; the units per
+    character of the gold words are ``gold_units_per_char`` in both runs, and equal."""
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\njumps\tjump @@s\nhome\thome\n", "utf-8")
+    args = ["--corpus", str(small_corpus_file), "--gold", str(gold), "--min-char-count", "1"]
+    assert main(["baseline", "--method", "words", *args]) == 0
+    trained = MlflowClient().get_run(_only_run_id()).data.metrics
+    assert trained["gold_units_per_char"] == pytest.approx(3 / 15)  # one unit per gold word
+    assert trained["units_per_char"] != pytest.approx(3 / 15)  # the corpus's words are longer
+    capsys.readouterr()
+    model = f"runs:/{_only_run_id()}/model"
+    assert main(["evaluate", "--model", model, "--gold", str(gold), "--log"]) == 0
+    assert "gold units/char 0.200 (3 words)" in capsys.readouterr().out
+    runs = MlflowClient().search_runs(["1"], "tags.`segrl.kind` = 'evaluated'")
+    (evaluated,) = [r.data.metrics for r in runs]
+    assert evaluated["gold_units_per_char"] == trained["gold_units_per_char"]
+    assert "units_per_char" not in evaluated
+    assert main(["compare"]) == 0
+    table = capsys.readouterr().out
+    assert "gold_units_per_char" in table and " units_per_char" not in table
+
+
 def test_evaluate_reads_the_segmentation_file_morfessor_writes(mlflow_store, capsys):
     gold = mlflow_store / "gold.tsv"
     gold.write_text("walked\twalk @@ed\t010\njumps\tjump @@s\t010\nhome\thome\t000\n", "utf-8")
