@@ -55,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--sample",
         type=float,
         metavar="ALPHA",
-        help="a SentencePiece model only: sample each segmentation (subword regularisation) with "
-        "smoothing ALPHA in (0, 1] instead of taking the best",
+        help="a SentencePiece unigram model only: sample each segmentation (subword "
+        "regularisation) from its 64 best with smoothing ALPHA in (0, 1] instead of taking the best",
     )
     parser.add_argument("--seed", type=int, default=0, help="the seed of --sample (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
