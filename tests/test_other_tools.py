@@ -411,6 +411,23 @@ def test_morfessor_annotations_train_semi_supervised(corpus, tmp_path):
     assert taught.segment("walked") == ["walk", "ed"]
 
 
+def test_annotations_are_read_as_morfessor_reads_them(tmp_path):
+    """Tab-separated lines (Morpho Challenge's), which ``morfessor -A`` reads, are read too."""
+    import morfessor
+
+    from segrl.baselines.morfessor import read_annotations_file
+
+    annotations = tmp_path / "annotations.mc"
+    annotations.write_text("incult\tincult\noften\tof ten, often\nhome ho me\n", "utf-8")
+    ours = read_annotations_file(annotations)
+    assert ours == {
+        "incult": [["incult"]],
+        "often": [["of", "ten"], ["often"]],
+        "home": [["ho", "me"]],
+    }
+    assert ours == morfessor.MorfessorIO().read_annotations_file(str(annotations))
+
+
 def test_a_bad_annotation_line_is_one_line(mlflow_store, text, capsys):
     annotations = mlflow_store / "annotations.txt"
     annotations.write_text("often of ten\nhome hom me\n", encoding="utf-8")
