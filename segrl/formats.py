@@ -42,10 +42,10 @@ BPE_CONTINUES = "@@"
 def format_word(
     word: str, segments: Sequence[str], fmt: str, separator: str = "-", count: int | None = None
 ) -> str:
-    """One output line for a word (``count``: its count, from a word-count input)."""
+    """One output line for a word (``count``: its count, from a word-count input, which SIGMORPHON's
+    lines have no column for: their third is the word's morphological category)."""
     if fmt == "sigmorphon":
-        line = f"{word}\t{' @@'.join(segments)}"
-        return line if count is None else f"{line}\t{count}"
+        return f"{word}\t{' @@'.join(segments)}"
     if fmt == "morfessor":
         if count is None:
             return _MORFESSOR.format_constructions(list(segments), csep=" ")
