@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from segrl.data.corpus import gold_utterances
 from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
@@ -187,14 +188,24 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
         )
 
 
-def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment: str) -> None:
+def log_scores(
+    name: str,
+    results: Sequence[GoldScores],
+    source: str,
+    experiment: str,
+    predictions_options: Mapping[str, str] | None = None,
+) -> None:
     """One MLflow run per gold file, a segmenter of kind ``evaluated`` that ``segrl compare`` shows
-    beside the trained ones (grouped by its gold file)."""
-    from segrl.tracking.runs import log_segmenter, set_tags, start_run
+    beside the trained ones (grouped by its gold file), with the gold file as its dataset input
+    (``evaluation``). ``predictions_options``: ``source`` is a predictions file, read with these
+    options (``predictions.format``, ...), logged as params, and the file is an input too
+    (``predictions``)."""
+    from segrl.tracking.runs import log_dataset_input, log_segmenter, set_tags, start_run
     from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG
 
     for r in results:
         params = {"source": source, "gold.words": str(r.size), "gold.covered": str(r.covered)}
+        params |= predictions_options or {}
         if not r.gold.startswith("bundled:"):
             params["gold.path"] = r.gold
         with start_run(params, experiment, name):
@@ -205,4 +216,8 @@ def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment
                     GOLD_LANGUAGE_TAG: gold_language(r.gold),
                 }
             )
+            log_dataset_input("gold", r.gold, r.fingerprint, "evaluation")
+            if predictions_options is not None and Path(source).is_file():
+                digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16]
+                log_dataset_input("predictions", source, digest, "predictions")
             log_segmenter(name, EVALUATED_KIND, r.metrics)

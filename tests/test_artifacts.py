@@ -142,6 +142,19 @@ def test_evaluate_scores_predictions_and_a_model_and_logs_them(
     main(["compare"])
     table = capsys.readouterr().out
     assert "pred.txt" in table and "evaluated" in table and f"gold {gold}" in table
+    # the run's datasets: the gold file it was scored against and the predictions it read
+    (run,) = MlflowClient().search_runs(["1"])
+    inputs = {
+        (i.dataset.name, i.tags[0].value, str(f.resolve()) in i.dataset.source)
+        for i, f in zip(
+            sorted(run.inputs.dataset_inputs, key=lambda i: i.dataset.name),
+            [gold, predictions],
+            strict=True,
+        )
+    }
+    assert inputs == {("gold", "evaluation", True), ("predictions", "predictions", True)}
+    assert run.data.params["predictions.format"] == "auto"
+    assert run.data.params["predictions.min_coverage"] == "0.5"
 
     assert (
         main(["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL])
@@ -172,7 +185,9 @@ def test_a_model_has_one_units_per_char_in_training_and_in_evaluate(
     gold.write_text("walked\twalk @@ed\njumps\tjump @@s\nhome\thome\n", "utf-8")
     args = ["--corpus", str(small_corpus_file), "--gold", str(gold), "--min-char-count", "1"]
     assert main(["baseline", "--method", "words", *args]) == 0
-    trained = MlflowClient().get_run(_only_run_id()).data.metrics
+    run = MlflowClient().get_run(_only_run_id())
+    assert sorted(i.dataset.name for i in run.inputs.dataset_inputs) == ["corpus", "gold"]
+    trained = run.data.metrics
     assert trained["gold_units_per_char"] == pytest.approx(3 / 15)  # one unit per gold word
     assert trained["units_per_char"] != pytest.approx(3 / 15)  # the corpus's words are longer
     capsys.readouterr()
@@ -181,6 +196,7 @@ def test_a_model_has_one_units_per_char_in_training_and_in_evaluate(
     assert "gold units/char 0.200 (3 words)" in capsys.readouterr().out
     runs = MlflowClient().search_runs(["1"], "tags.`segrl.kind` = 'evaluated'")
     (evaluated,) = [r.data.metrics for r in runs]
+    assert [i.dataset.name for i in runs[0].inputs.dataset_inputs] == ["gold"]  # its dataset
     assert evaluated["gold_units_per_char"] == trained["gold_units_per_char"]
     assert "units_per_char" not in evaluated
     assert main(["compare"]) == 0

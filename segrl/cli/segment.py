@@ -216,7 +216,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.log:
         from segrl.scoring import log_scores
 
-        log_scores(name, results, args.model or args.predictions, args.experiment)
+        options = None
+        if args.predictions:
+            options = {
+                "predictions.format": args.predictions_format,
+                "predictions.separator": args.separator,
+                "predictions.min_coverage": f"{args.min_coverage:g}",
+            }
+        log_scores(name, results, args.model or args.predictions, args.experiment, options)
         print(where_to_look(args.experiment))
     return 0
 
