@@ -42,10 +42,10 @@ BPE_CONTINUES = "@@"
 def format_word(
     word: str, segments: Sequence[str], fmt: str, separator: str = "-", count: int | None = None
 ) -> str:
-    """One output line for a word (``count``: its count, from a word-count input)."""
+    """One output line for a word (``count``: its count, from a word-count input, which SIGMORPHON's
+    lines have no column for: their third is the word's morphological category)."""
     if fmt == "sigmorphon":
-        line = f"{word}\t{' @@'.join(segments)}"
-        return line if count is None else f"{line}\t{count}"
+        return f"{word}\t{' @@'.join(segments)}"
     if fmt == "morfessor":
         if count is None:
             return _MORFESSOR.format_constructions(list(segments), csep=" ")
@@ -111,7 +111,38 @@ def read_predictions(
     ``detect_predictions_format``); a line of several words gives one entry per word. Outside
     ``sigmorphon`` a number first on the line is a count (Morfessor's segmentation files) only
     where every such line starts with one: a file of words reads ``1990 s`` as the word ``1990s``.
-    A line whose morphs do not spell its word is a ``DataError``."""
+    In any format a line ``word<TAB>analysis`` is a word and its analysis in that format (``paste
+    words.txt subword-nmt.out`` read as ``bpe``); one whose morphs do not spell its word is a
+    ``DataError``."""
+    for _file, _number, word, morphs in _read_rows(lines, fmt, separator):
+        yield word, morphs
+
+
+def predictions_by_word(
+    lines: Iterable[tuple[str, int, str]], fmt: str = "auto", separator: str = "-"
+) -> tuple[dict[str, list[str]], list[str]]:
+    """The segmentation of each word of a predictions file (``read_predictions``), lower-cased as
+    gold files are read, the first where a word has several, and a line per word given two
+    different segmentations (``'file:2: walked is walk ed here, walked on line 1'``): running text
+    segmented in context may give those, a misread file gives them everywhere."""
+    first: dict[str, tuple[list[str], int]] = {}
+    conflicts: list[str] = []
+    for file, number, word, morphs in _read_rows(lines, fmt, separator):
+        word, morphs = word.lower(), [m.lower() for m in morphs]
+        if word not in first:
+            first[word] = (morphs, number)
+        elif first[word][0] != morphs:
+            conflicts.append(
+                f"{file}:{number}: {word} is {' '.join(morphs)!r} here, "
+                f"{' '.join(first[word][0])!r} on line {first[word][1]}"
+            )
+    return {word: morphs for word, (morphs, _) in first.items()}, conflicts
+
+
+def _read_rows(
+    lines: Iterable[tuple[str, int, str]], fmt: str, separator: str
+) -> Iterator[tuple[str, int, str, list[str]]]:
+    """``read_predictions`` with each word's place: ``(file, line number, word, morphs)``."""
     if fmt not in PREDICTION_FORMATS:
         raise DataError(
             f"unknown predictions format {fmt!r}; choose one of: {', '.join(PREDICTION_FORMATS)}"
@@ -126,7 +157,11 @@ def read_predictions(
     counted = _all_counted([t for t in texts if fmt != "auto" or "\t" not in t])
     for file, number, text in rows:
         kind = "sigmorphon" if fmt == "auto" and "\t" in text else other
-        if kind == "sigmorphon":
+        if kind != "sigmorphon":
+            text = _without_count(text, counted)
+        if "\t" not in text and kind != "sigmorphon":
+            words = _words(text, kind, separator)
+        else:
             columns = text.split("\t")
             if len(columns) < 2:
                 found, marker = detect_predictions_format([text], separator)
@@ -135,9 +170,9 @@ def read_predictions(
                     f"{text[:60]!r}, which looks {found} (saw {marker!r}); give that "
                     "--predictions-format"
                 )
-            yield from _sigmorphon_words(columns[0].strip(), columns[1], file, number)
-        else:
-            yield from _words(_without_count(text, counted), kind, separator)
+            words = _spelled_words(columns[0].strip(), columns[1], kind, separator, file, number)
+        for word, morphs in words:
+            yield file, number, word, morphs
 
 
 def _all_counted(texts: Sequence[str]) -> bool:
@@ -179,16 +214,28 @@ def _words(text: str, fmt: str, separator: str) -> Iterator[tuple[str, list[str]
             yield "".join(morphs), morphs
 
 
-def _sigmorphon_words(
-    surface: str, analysis: str, file: str, number: int
+def _spelled_words(
+    surface: str, analysis: str, fmt: str, separator: str, file: str, number: int
 ) -> Iterator[tuple[str, list[str]]]:
-    """The words of a SIGMORPHON line and their morphs: morphs are separated by `` @@`` and by
-    spaces (as the shared task's scorer reads them); a morph across a space is cut there."""
-    morphs = [m for m in re.split(r" @@| ", analysis) if m.strip()]
+    """The words of a ``word<TAB>analysis`` line and their morphs, the analysis in ``fmt``: in
+    SIGMORPHON's, morphs are separated by `` @@`` and by spaces (as the shared task's scorer reads
+    them); a morph across a space is cut there. Morphs that do not spell the words are a
+    ``DataError``, which names the format the analysis looks to be in."""
+    if fmt == "sigmorphon":
+        morphs = [m for m in re.split(r" @@| ", analysis) if m.strip()]
+    else:
+        morphs = [m for _, word in _words(analysis.strip(), fmt, separator) for m in word]
     words = surface.split()
     if "".join(morphs) != "".join(words):
+        found, marker = detect_predictions_format([analysis], separator)
+        looks = (
+            f"; it looks {found} (saw {marker!r}): give --predictions-format {found}"
+            if found != fmt and marker != " "
+            else "; give each word its own segmentation after the tab"
+        )
         raise DataError(
-            f"{file}:{number}: the morphs {' '.join(morphs)[:60]!r} do not spell {surface[:60]!r}"
+            f"{file}:{number}: the morphs {' '.join(morphs)[:60]!r} do not spell "
+            f"{surface[:60]!r} (read as {fmt}){looks}"
         )
     pending = iter(morphs)
     rest = ""

@@ -45,10 +45,16 @@ BOUNDARY_PRECISION = "boundary_precision"
 BOUNDARY_RECALL = "boundary_recall"
 BOUNDARY_F1 = "boundary_f1"
 UNITS_PER_CHAR = "units_per_char"
-"""Units per character of held-out corpus text where the segmenter's run has it (training), of the
-gold words where it does not (``segrl evaluate``)."""
+"""Units per character of the segmenter's segmentation of held-out corpus text: logged by the runs
+that train on a corpus (and in word discovery, where the held-out utterances are the gold); never
+by ``segrl evaluate`` of gold words, which has no corpus."""
 GOLD_UNITS_PER_CHAR = "gold_units_per_char"
-"""Units per character of the gold words, whatever the run: the one to compare across runs."""
+"""Units per character of the segmenter's segmentations of the gold words (the gold utterances in
+word discovery), in every scored run: the one to compare across runs, and the one ``segrl compare``
+and the MLflow view show."""
+GOLD_WORDS_PER_CHAR = "gold_words_per_char"
+"""Word discovery: the gold words per non-space character of the utterances, the units per character
+of a segmenter that found every word."""
 WORD_BOUNDARY_F1 = "word_boundary_f1"
 SEGMENT_PRECISION = "segment_precision"
 SEGMENT_RECALL = "segment_recall"
@@ -88,7 +94,7 @@ COMPARE_COLUMNS = (
     BOUNDARY_F1,
     BPR_F1,
     MORPH_F1,
-    UNITS_PER_CHAR,
+    GOLD_UNITS_PER_CHAR,
     WORD_F1,
     WORD_BOUNDARY_F1,
     LEXICON_F1,
@@ -278,7 +284,8 @@ def word_discovery_metrics(
     """The word discovery metrics of segmentations of ``utterances`` with their spaces removed
     (``predicted[i]`` concatenates to ``utterances[i].replace(" ", "")``), the spaces being the gold
     word boundaries: word token P/R/F1 (``word_f1``, the headline), boundary P/R/F1 without the
-    utterance edges (``word_boundary_*``), lexicon P/R/F1 and units per character.
+    utterance edges (``word_boundary_*``), lexicon P/R/F1, units per character (the utterances
+    being both the held-out text and the gold, under both names) and the gold's own.
 
         >>> word_discovery_metrics([["yu", "want", "it"]], ["yu want it"])["word_f1"]
         1.0
@@ -298,7 +305,8 @@ def word_discovery_metrics(
         LEXICON_PRECISION: lexicon.precision,
         LEXICON_RECALL: lexicon.recall,
         UNITS_PER_CHAR: units_per_char(predicted),
-        GOLD_UNITS_PER_CHAR: units_per_char(words),
+        GOLD_UNITS_PER_CHAR: units_per_char(predicted),
+        GOLD_WORDS_PER_CHAR: units_per_char(words),
         GOLD_UTTERANCES: float(len(utterances)),
     }
 
@@ -324,7 +332,8 @@ def posterior_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 def metrics_summary(metrics: Mapping[str, float]) -> str:
     """One line of a segmenter's headline metrics: word discovery's (word, boundary and lexicon
-    P/R/F1) where it has them, else boundary P/R/F1 against the gold words; units per character."""
+    P/R/F1) where it has them, else boundary P/R/F1 against the gold words; units per character of
+    held-out text (``units/char``) where it has them, else of the gold words (``gold units/char``)."""
     if WORD_F1 in metrics:
         line = (
             f"word P/R/F1 {metrics[WORD_PRECISION]:.3f} / {metrics[WORD_RECALL]:.3f} / "
@@ -338,7 +347,9 @@ def metrics_summary(metrics: Mapping[str, float]) -> str:
             f"boundary P/R/F1 {metrics[BOUNDARY_PRECISION]:.3f} / "
             f"{metrics[BOUNDARY_RECALL]:.3f} / {metrics[BOUNDARY_F1]:.3f}"
         )
-    return f"{line}, units/char {metrics[UNITS_PER_CHAR]:.3f}"
+    if UNITS_PER_CHAR in metrics:
+        return f"{line}, units/char {metrics[UNITS_PER_CHAR]:.3f}"
+    return f"{line}, gold units/char {metrics[GOLD_UNITS_PER_CHAR]:.3f}"
 
 
 def longest_common_substring(a: str, b: str) -> int:
@@ -412,14 +423,13 @@ def segmentation_metrics(
 ) -> dict[str, float]:
     """The standard metrics of a segmenter: boundary P/R/F1 (micro and word-averaged) and morph P/R/F1
     of its segmentations of the gold words (``gold`` is a sequence of ``GoldWord``), units per
-    character of those (``gold_units_per_char``) and of its segmentation of running text
-    (``units_per_char``: ``text_predictions``; the gold words when not given)."""
+    character of those (``gold_units_per_char``) and, where ``text_predictions`` (its segmentation
+    of held-out corpus text) are given, of those (``units_per_char``)."""
     analyses = [g.analyses for g in gold]
     prf = boundary_prf(gold_predictions, analyses)
     morphs = morph_prf(gold_predictions, analyses)
     per_word = word_averaged_boundary_prf(gold_predictions, analyses)
-    gold_units = units_per_char(gold_predictions)
-    units = units_per_char(text_predictions) if text_predictions is not None else gold_units
+    text = {} if text_predictions is None else {UNITS_PER_CHAR: units_per_char(text_predictions)}
     by_length = {}
     for low, high in LENGTH_GROUPS:
         rows = [
@@ -435,8 +445,8 @@ def segmentation_metrics(
         BOUNDARY_F1: prf.f1,
         BOUNDARY_PRECISION: prf.precision,
         BOUNDARY_RECALL: prf.recall,
-        UNITS_PER_CHAR: units,
-        GOLD_UNITS_PER_CHAR: gold_units,
+        **text,
+        GOLD_UNITS_PER_CHAR: units_per_char(gold_predictions),
         MORPH_F1: morphs.f1,
         MORPH_PRECISION: morphs.precision,
         MORPH_RECALL: morphs.recall,

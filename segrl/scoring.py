@@ -8,23 +8,25 @@ or another tool's predictions (``segrl.formats``), with the metrics of ``segrl.m
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from segrl.data.corpus import gold_utterances
 from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
 from segrl.data.languages import gold_language
 from segrl.data.segmented import is_segmented
-from segrl.errors import DataError
+from segrl.errors import DataError, DataWarning
 from segrl.formats import MIN_COVERAGE
 from segrl.metrics import (
     BOUNDARY_F1,
     BOUNDARY_PRECISION,
     BOUNDARY_RECALL,
     COVERED_FRACTION,
+    GOLD_UNITS_PER_CHAR,
     GOLD_WORDS,
     MORPH_F1,
-    UNITS_PER_CHAR,
     WORD_F1,
     evaluate_word_discovery,
     evaluate_word_segmenter,
@@ -94,15 +96,22 @@ def evaluate_predictions(
     gold files are read); ``covered_fraction`` says how many of them it has, and a gold file of
     which it segments less than ``min_coverage`` (or none) is a ``DataError``."""
     from segrl.data.corpus import read_lines
-    from segrl.formats import read_predictions
+    from segrl.formats import predictions_by_word
 
     lines = list(read_lines(predictions))
     predicted: dict[str, list[str]] = {}
     if not all(is_segmented(path) for path in golds):  # word discovery reads utterances
-        for word, morphs in read_predictions(lines, fmt, separator):
-            predicted.setdefault(word.lower(), [m.lower() for m in morphs])
+        predicted, conflicts = predictions_by_word(lines, fmt, separator)
         if not predicted:
             raise DataError(f"{predictions}: no segmentations in it")
+        if conflicts:
+            warnings.warn(
+                DataWarning(
+                    f"{predictions}: lines that segment a word differently from its first "
+                    f"line, which is the one scored: {len(conflicts)} ({conflicts[0]})"
+                ),
+                stacklevel=2,
+            )
     out = []
     for path in golds:
         if is_segmented(path):
@@ -161,7 +170,8 @@ def _format_read(texts: Sequence[str], fmt: str, separator: str) -> str:
 
 
 def print_scores(name: str, results: Sequence[GoldScores]) -> None:
-    """One line per gold file: boundary P/R/F1, morph F1 (SIGMORPHON 2022's), units per character."""
+    """One line per gold file: boundary P/R/F1, morph F1 (SIGMORPHON 2022's), units per character
+    of the gold words."""
     for r in results:
         m = r.metrics
         if WORD_F1 in m:
@@ -173,19 +183,29 @@ def print_scores(name: str, results: Sequence[GoldScores]) -> None:
         print(
             f"[{name}] {r.gold} ({gold_language(r.gold)}): boundary P/R/F1 {m[BOUNDARY_PRECISION]:.3f} / "
             f"{m[BOUNDARY_RECALL]:.3f} / {m[BOUNDARY_F1]:.3f}, morph F1 {m[MORPH_F1]:.3f}, "
-            f"units/char {m[UNITS_PER_CHAR]:.3f} ({m[GOLD_WORDS]:.0f} words{covered})",
+            f"gold units/char {m[GOLD_UNITS_PER_CHAR]:.3f} ({m[GOLD_WORDS]:.0f} words{covered})",
             flush=True,
         )
 
 
-def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment: str) -> None:
+def log_scores(
+    name: str,
+    results: Sequence[GoldScores],
+    source: str,
+    experiment: str,
+    predictions_options: Mapping[str, str] | None = None,
+) -> None:
     """One MLflow run per gold file, a segmenter of kind ``evaluated`` that ``segrl compare`` shows
-    beside the trained ones (grouped by its gold file)."""
-    from segrl.tracking.runs import log_segmenter, set_tags, start_run
+    beside the trained ones (grouped by its gold file), with the gold file as its dataset input
+    (``evaluation``). ``predictions_options``: ``source`` is a predictions file, read with these
+    options (``predictions.format``, ...), logged as params, and the file is an input too
+    (``predictions``)."""
+    from segrl.tracking.runs import log_dataset_input, log_segmenter, set_tags, start_run
     from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG
 
     for r in results:
         params = {"source": source, "gold.words": str(r.size), "gold.covered": str(r.covered)}
+        params |= predictions_options or {}
         if not r.gold.startswith("bundled:"):
             params["gold.path"] = r.gold
         with start_run(params, experiment, name):
@@ -196,4 +216,8 @@ def log_scores(name: str, results: Sequence[GoldScores], source: str, experiment
                     GOLD_LANGUAGE_TAG: gold_language(r.gold),
                 }
             )
+            log_dataset_input("gold", r.gold, r.fingerprint, "evaluation")
+            if predictions_options is not None and Path(source).is_file():
+                digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16]
+                log_dataset_input("predictions", source, digest, "predictions")
             log_segmenter(name, EVALUATED_KIND, r.metrics)

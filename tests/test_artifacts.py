@@ -88,7 +88,8 @@ def test_a_baseline_run_is_an_mlflow_model_round_trip(
     counts = mlflow_store / "counts.txt"
     counts.write_text("12 ab\n3 cd\n", encoding="utf-8")
     assert main(["segment", "--model", uri, str(counts), "--format", "sigmorphon"]) == 0
-    assert capsys.readouterr().out == "ab\ta @@b\t12\ncd\tc @@d\t3\n"
+    # SIGMORPHON 2022's third column is the category, not a count: counts are left out
+    assert capsys.readouterr().out == "ab\ta @@b\ncd\tc @@d\n"
     # counted words are Morfessor's segmentation file, which Morfessor's own reader reads back
     assert main(["segment", "--model", uri, str(counts), "--format", "morfessor"]) == 0
     segmentations = mlflow_store / "segmentations.txt"
@@ -143,6 +144,19 @@ def test_evaluate_scores_predictions_and_a_model_and_logs_them(
     main(["compare"])
     table = capsys.readouterr().out
     assert "pred.txt" in table and "evaluated" in table and f"gold {gold}" in table
+    # the run's datasets: the gold file it was scored against and the predictions it read
+    (run,) = MlflowClient().search_runs(["1"])
+    inputs = {
+        (i.dataset.name, i.tags[0].value, str(f.resolve()) in i.dataset.source)
+        for i, f in zip(
+            sorted(run.inputs.dataset_inputs, key=lambda i: i.dataset.name),
+            [gold, predictions],
+            strict=True,
+        )
+    }
+    assert inputs == {("gold", "evaluation", True), ("predictions", "predictions", True)}
+    assert run.data.params["predictions.format"] == "auto"
+    assert run.data.params["predictions.min_coverage"] == "0.5"
 
     assert (
         main(["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL])
@@ -162,6 +176,34 @@ def test_evaluate_scores_predictions_and_a_model_and_logs_them(
     empty.write_text("cat\n", encoding="utf-8")
     code = main(["evaluate", "--predictions", str(empty), "--gold", str(gold)])
     assert code == EXIT_USER_ERROR and "segments 0 of the 3 words" in capsys.readouterr().err
+
+
+def test_a_model_has_one_units_per_char_in_training_and_in_evaluate(
+    mlflow_store, small_corpus_file, capsys
+):
+    """``units_per_char`` is of held-out corpus text, which only training has; the units per
+    character of the gold words are ``gold_units_per_char`` in both runs, and equal."""
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\njumps\tjump @@s\nhome\thome\n", "utf-8")
+    args = ["--corpus", str(small_corpus_file), "--gold", str(gold), "--min-char-count", "1"]
+    assert main(["baseline", "--method", "words", *args]) == 0
+    run = MlflowClient().get_run(_only_run_id())
+    assert sorted(i.dataset.name for i in run.inputs.dataset_inputs) == ["corpus", "gold"]
+    trained = run.data.metrics
+    assert trained["gold_units_per_char"] == pytest.approx(3 / 15)  # one unit per gold word
+    assert trained["units_per_char"] != pytest.approx(3 / 15)  # the corpus's words are longer
+    capsys.readouterr()
+    model = f"runs:/{_only_run_id()}/model"
+    assert main(["evaluate", "--model", model, "--gold", str(gold), "--log"]) == 0
+    assert "gold units/char 0.200 (3 words)" in capsys.readouterr().out
+    runs = MlflowClient().search_runs(["1"], "tags.`segrl.kind` = 'evaluated'")
+    (evaluated,) = [r.data.metrics for r in runs]
+    assert [i.dataset.name for i in runs[0].inputs.dataset_inputs] == ["gold"]  # its dataset
+    assert evaluated["gold_units_per_char"] == trained["gold_units_per_char"]
+    assert "units_per_char" not in evaluated
+    assert main(["compare"]) == 0
+    table = capsys.readouterr().out
+    assert "gold_units_per_char" in table and " units_per_char" not in table
 
 
 def test_evaluate_reads_the_segmentation_file_morfessor_writes(mlflow_store, capsys):
@@ -211,6 +253,45 @@ def test_evaluate_tells_the_formats_apart_and_refuses_a_small_coverage(mlflow_st
     assert "(1 words, 25.0% of gold words covered)" in capsys.readouterr().out
     main(["compare"])
     assert f"gold {gold} (unknown, 1 of 4 words)" in capsys.readouterr().out
+
+
+def test_a_word_column_is_read_as_the_word_in_every_format(mlflow_store, capsys):
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\njumps\tjump @@s\nhome\thome\n", "utf-8")
+    # `paste words.txt subword-nmt.out`: the word column is the word, not a second segmentation
+    pasted = mlflow_store / "pasted.tab"
+    pasted.write_text("walked\twalk@@ ed\njumps\tju@@ mps\nhome\thome\n", encoding="utf-8")
+    args = ["evaluate", "--predictions", str(pasted), "--gold", str(gold)]
+    assert main([*args, "--predictions-format", "bpe"]) == 0
+    assert "boundary P/R/F1 0.500 / 0.500 / 0.500" in capsys.readouterr().out
+    # under auto a tab is SIGMORPHON's: refused, with the format the analysis looks to be in
+    assert main(args) == EXIT_USER_ERROR
+    assert capsys.readouterr().err.splitlines() == [
+        f"segrl: error: {pasted}:1: the morphs 'walk@@ ed' do not spell 'walked' (read as "
+        "sigmorphon); it looks bpe (saw '@@'): give --predictions-format bpe"
+    ]
+    # analyses that do not spell their word are refused in the named format too
+    pasted.write_text("walked\twalk@@ ed\njumps\tjump@@ ed\n", encoding="utf-8")
+    assert main([*args, "--predictions-format", "bpe"]) == EXIT_USER_ERROR
+    assert f"{pasted}:2: the morphs 'jump ed' do not spell 'jumps' (read as bpe)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_word_segmented_two_ways_is_reported(mlflow_store, capsys):
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\njumps\tjump @@s\n", "utf-8")
+    predictions = mlflow_store / "text.txt"
+    predictions.write_text("walk-ed jump-s\njumps walk-ed\nWalk-ed\n", encoding="utf-8")
+    args = ["evaluate", "--predictions", str(predictions), "--gold", str(gold)]
+    assert main([*args, "--predictions-format", "separator"]) == 0
+    out, err = capsys.readouterr()
+    assert "boundary P/R/F1 1.000 / 1.000 / 1.000" in out  # the first segmentation is scored
+    assert err.splitlines() == [
+        f"segrl: warning: {predictions}: lines that segment a word differently from its first "
+        f"line, which is the one scored: 1 ({predictions}:2: jumps is 'jumps' here, 'jump s' on "
+        "line 1)"
+    ]
 
 
 def test_predictions_formats_read_back_what_segment_writes():

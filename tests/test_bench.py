@@ -216,8 +216,10 @@ def test_bench_runs_logs_and_resumes(mlflow_store, tmp_path, capsys):
     out = tmp_path / "bench"
     args = ["bench", "--suite", str(suite), "--out", str(out), "--workers", "2"]
     assert main(args) == 0
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert "== en (gold: eng)" in printed and "characters" in printed
+    # stderr is no terminal here: no bar drawn with \r, a line per cell instead
+    assert "\r" not in err and err.count("[bench tiny] ") == 4, err
     rows = list(csv.DictReader((out / "results.csv").open()))
     chars = next(r for r in rows if r["system"] == "characters")
     assert float(chars["units_per_char_mean"]) == pytest.approx(1.0)

@@ -129,7 +129,7 @@ def test_mlproject_entry_point_logs_child_runs(mlflow_store, small_corpus_file):
     assert result.returncode == 0, result.stderr[-2000:]
     rows = segmenter_runs("segrl")
     assert [r["segmenter"] for r in rows] == ["characters"]
-    assert rows[0]["units_per_char"] == 1.0
+    assert rows[0]["gold_units_per_char"] == 1.0
 
 
 def test_train_set_reaches_the_config_and_flags_win():

@@ -85,7 +85,7 @@ def test_teacher_density_reads_a_saved_slm_alone(tmp_path):
     ):
         metrics = segmentation_metrics(segmenter.segment_words(words), gold)
         assert float(row[3]) == pytest.approx(metrics["boundary_f1"], abs=5e-4)
-        assert float(row[4].rstrip(" |")) == pytest.approx(metrics["units_per_char"], abs=5e-4)
+        assert float(row[4].rstrip(" |")) == pytest.approx(metrics["gold_units_per_char"], abs=5e-4)
     assert float(table[1][4].rstrip(" |")) >= float(table[2][4].rstrip(" |"))  # lower: denser
 
 

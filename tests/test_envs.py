@@ -19,6 +19,7 @@ from segrl.envs import (
     VectorCharSegmentEnv,
     VectorSentenceSegmentEnv,
 )
+from segrl.envs.rendering import frame_shape, text_frame
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators.gold import GoldEvaluator
 
@@ -242,6 +243,38 @@ def test_stable_baselines3_multi_input_policy_trains_on_the_envs(env_id, corpus,
     action, _ = model.predict(observation, deterministic=True)
     _obs, reward, _terminated, _truncated, _info = env.step(action)  # the env takes SB3's action
     assert np.isfinite(reward)
+
+
+@pytest.mark.parametrize("env_id", [CHAR_SEGMENT_ID, SENTENCE_SEGMENT_ID])
+def test_stable_baselines3_make_vec_env_builds_the_envs_by_name(env_id, corpus, gold):
+    """SB3's ``make_vec_env`` asks an env given by name for ``render_mode="rgb_array"``: the text
+    comes back drawn in an image of one size for every frame, which SB3 tiles."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    envs = make_vec_env(env_id, n_envs=2, seed=0, env_kwargs={"corpus": corpus, "evaluator": gold})
+    assert envs.render_mode == "rgb_array"
+    envs.reset()
+    frames = envs.get_images()
+    assert [f.shape for f in frames] == [frame_shape(128)] * 2 and frames[0].dtype == np.uint8
+    assert (frames[0] < 128).any() and (frames[0] == 255).any()  # dark text on white
+    height, width, _ = frame_shape(128)
+    assert envs.render().shape == (2 * height, width, 3)  # SB3's tiling: one above the other
+    envs.step(np.ones((2, *envs.action_space.shape), dtype=np.int64))
+    assert [f.shape for f in envs.get_images()] == [frame_shape(128)] * 2
+    env_class = type(envs.envs[0].unwrapped)
+    envs.close()
+    with pytest.raises(ValueError, match="render_mode must be None, 'ansi' or 'rgb_array'"):
+        env_class(corpus=corpus, evaluator=gold, render_mode="rgb")
+
+
+def test_rgb_frames_draw_the_ansi_text():
+    blank = text_frame("", 8)
+    assert blank.shape == frame_shape(8) == (32, 528, 3) and (blank == 255).all()
+    one, two = text_frame("th-e", 8), text_frame("the", 8)
+    assert not np.array_equal(one, two) and not np.array_equal(one, blank)
+    # a text longer than a line wraps into the next line of the same frame
+    long = text_frame("a" * 70, 64)
+    assert long.shape == frame_shape(64) and (long[frame_shape(64)[0] // 2 :] < 128).any()
 
 
 def test_char_segment_env_gives_action_masks_and_its_vocabulary(corpus, gold):

@@ -180,3 +180,20 @@ def test_the_time_limit_ends_the_run_as_its_budget_does(mlflow_store):
     assert toy.metrics["step"] == 1.0 and toy.saved == [1]
     run = RunDir(mlflow_store / "run")
     assert run.finished and run.info["step"] == 1
+
+
+def test_every_progress_bar_is_off_where_stderr_is_no_terminal():
+    """A bar drawn into a redirected log is a line of ``\\r`` frames: every ``tqdm`` of segrl
+    passes ``disable`` (``None``: off where its stream is not a terminal; ``True`` on request)."""
+    import ast
+    from pathlib import Path
+
+    import segrl
+
+    missing = []
+    for path in sorted(Path(segrl.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            is_bar = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tqdm"
+            if is_bar and not any(k.arg == "disable" for k in node.keywords):
+                missing.append(f"{path.name}:{node.lineno}")
+    assert not missing, missing

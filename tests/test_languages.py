@@ -3,6 +3,8 @@ English gold set only when it is English (or its language is not known)."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from segrl.data.languages import (
@@ -11,7 +13,7 @@ from segrl.data.languages import (
     corpus_language,
     gold_language,
 )
-from segrl.errors import DataError
+from segrl.errors import DataError, DataWarning
 
 
 @pytest.mark.parametrize(
@@ -53,4 +55,23 @@ def test_only_a_known_other_language_against_the_bundled_gold_is_refused():
     check_gold_language("wordfreq:en", None)
     check_gold_language("wordfreq:hu", "hun.word.dev.tsv")
     check_gold_language("wordfreq:hu", "eng.word.dev.tsv")  # chosen explicitly
-    check_gold_language("/data/magyar.txt", None)
+    with pytest.warns(
+        DataWarning, match=r"^/data/magyar.txt: language unknown: scoring on eng gold"
+    ):
+        check_gold_language("/data/magyar.txt", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_gold_language("/data/magyar.txt", "hun.word.dev.tsv")  # a gold file chosen
+
+
+def test_a_corpus_file_scored_on_the_bundled_gold_says_so_in_one_line(
+    mlflow_store, small_corpus_file, capsys
+):
+    from segrl.cli import main
+
+    args = ["baseline", "--method", "characters", "--corpus", str(small_corpus_file)]
+    assert main([*args, "--min-char-count", "1", "--gold-max-words", "50"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"segrl: warning: {small_corpus_file}: language unknown: scoring on eng gold (the bundled "
+        "set); give a gold set in the corpus's language with --gold FILE"
+    ]

@@ -13,6 +13,7 @@ from segrl.metrics import (
     UNITS_PER_CHAR,
     boundary_prf,
     longest_common_substring,
+    metrics_summary,
     nats_to_bits_per_char,
     posterior_metrics,
     prf_from_counts,
@@ -161,8 +162,11 @@ def test_segmentation_metrics_names_and_values():
     assert metrics[BOUNDARY_PRECISION] == 0.5
     assert metrics[BOUNDARY_RECALL] == 1.0
     assert metrics[BOUNDARY_F1] == pytest.approx(2 / 3)
-    assert metrics[UNITS_PER_CHAR] == metrics[GOLD_UNITS_PER_CHAR] == pytest.approx(4 / 9)
+    # without held-out text there is no units_per_char: one name, one meaning
+    assert UNITS_PER_CHAR not in metrics and metrics[GOLD_UNITS_PER_CHAR] == pytest.approx(4 / 9)
+    assert metrics_summary(metrics).endswith("gold units/char 0.444")
     text = segmentation_metrics([["walk", "ed"], ["c", "at"]], gold, [["the", " ", "cat"]])
+    assert metrics_summary(text).endswith(", units/char 0.333")
     assert (text[UNITS_PER_CHAR], text[GOLD_UNITS_PER_CHAR]) == (pytest.approx(2 / 6), 4 / 9)
     assert (metrics[BPR_PRECISION], metrics[BPR_RECALL]) == (0.5, 1.0)  # cat: 0 of 1 predicted
 

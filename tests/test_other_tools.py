@@ -19,7 +19,7 @@ from sentencepiece.sentencepiece_model_pb2 import ModelProto
 
 from segrl import load_segmenter
 from segrl.cli import EXIT_USER_ERROR, main
-from segrl.errors import ModelError
+from segrl.errors import ConfigError, ModelError
 
 from .conftest import command_segments, write_small_corpus
 
@@ -282,6 +282,30 @@ def test_segment_sample_draws_segmentations_of_the_word(spm_model, tmp_path, cap
     assert "--sample 2" in capsys.readouterr().err
 
 
+def test_sample_repeats_across_runs_and_draws_from_sentencepiece_s_nbest(spm_model, tmp_path):
+    """Each run is a new process: SentencePiece's own generator gives other samples in each,
+    whatever its seed; segrl's gives the same."""
+    words = tmp_path / "words.txt"
+    words.write_text("walking\njumped\ntalks\n" * 10, encoding="utf-8")
+    command = [sys.executable, "-m", "segrl", "segment", "--model", str(spm_model), str(words)]
+    command += ["--quiet", "--sample", "0.1", "--seed", "7"]
+    outputs = [subprocess.run(command, capture_output=True, text=True, check=True).stdout]
+    outputs.append(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    assert outputs[0] == outputs[1] and len(set(outputs[0].splitlines())) > 3
+    processor = spm.SentencePieceProcessor(model_file=str(spm_model))
+    for word, line in zip(words.read_text("utf-8").split(), outputs[0].splitlines(), strict=True):
+        nbest = processor.nbest_encode(word, nbest_size=64, out_type=str)
+        assert line.split() in [[p.lstrip("\u2581") for p in n if p != "\u2581"] for n in nbest]
+
+
+def test_sample_refuses_a_bpe_model(mlflow_store, text):
+    out = mlflow_store / "bpe"
+    args = ["--corpus", str(text), "--gold-max-words", "50", "--vocab-size", "60"]
+    assert main(["baseline", "--method", "bpe", *args, "--out", str(out)]) == 0
+    with pytest.raises(ConfigError, match="a SentencePiece bpe model, .*sample a unigram model"):
+        load_segmenter(out).sample(0.1, seed=0)
+
+
 def test_baseline_out_writes_a_model_spm_reads(mlflow_store, text, capsys):
     out = mlflow_store / "unigram"
     args = ["--corpus", str(text), "--gold-max-words", "50", "--vocab-size", "60"]
@@ -385,6 +409,23 @@ def test_morfessor_annotations_train_semi_supervised(corpus, tmp_path):
     assert [plain.segment(w) for w in ("often", "home")] == [["often"], ["h", "o", "m", "e"]]
     assert [taught.segment(w) for w in ("often", "home")] == [["of", "ten"], ["ho", "me"]]
     assert taught.segment("walked") == ["walk", "ed"]
+
+
+def test_annotations_are_read_as_morfessor_reads_them(tmp_path):
+    """Tab-separated lines (Morpho Challenge's), which ``morfessor -A`` reads, are read too."""
+    import morfessor
+
+    from segrl.baselines.morfessor import read_annotations_file
+
+    annotations = tmp_path / "annotations.mc"
+    annotations.write_text("incult\tincult\noften\tof ten, often\nhome ho me\n", "utf-8")
+    ours = read_annotations_file(annotations)
+    assert ours == {
+        "incult": [["incult"]],
+        "often": [["of", "ten"], ["often"]],
+        "home": [["ho", "me"]],
+    }
+    assert ours == morfessor.MorfessorIO().read_annotations_file(str(annotations))
 
 
 def test_a_bad_annotation_line_is_one_line(mlflow_store, text, capsys):

@@ -16,7 +16,7 @@ import mlflow
 import segrl
 from segrl.config import BaselineConfig
 from segrl.errors import TrackingError
-from segrl.tracking.queries import segmenter_runs
+from segrl.tracking.queries import compare_metrics, segmenter_runs
 from segrl.tracking.runs import log_metrics, log_segmenter, start_run
 from segrl.tracking.store import ensure_reachable, tracking_uri
 from segrl.tracking.tags import RUN_TAGS_VARIABLE, SEGMENTER_TAG, version_tags
@@ -70,6 +70,19 @@ def test_segmenter_runs_for_compare(mlflow_store):
     assert len(segmenter_runs("exp", latest_only=False)) == 3
     with pytest.raises(TrackingError, match="no experiment named 'other'"):
         segmenter_runs("other")
+
+
+def test_compare_reads_runs_logged_under_the_old_units_names():
+    # segrl evaluate once logged its units per character of the gold words as units_per_char
+    old = {"boundary_f1": 0.5, "units_per_char": 0.27}
+    assert compare_metrics(old, "evaluated") == {"boundary_f1": 0.5, "gold_units_per_char": 0.27}
+    # a training run's units_per_char is of held-out text: it is not shown as the gold one
+    trained = {"units_per_char": 0.44, "gold_units_per_char": 0.27}
+    assert compare_metrics(trained, "baseline") == {"gold_units_per_char": 0.27}
+    assert compare_metrics({"units_per_char": 0.44}, "baseline") == {}
+    # word discovery once logged the gold's own density as gold_units_per_char
+    words = {"word_f1": 0.6, "units_per_char": 0.3, "gold_units_per_char": 0.25}
+    assert compare_metrics(words, "agent") == {"word_f1": 0.6, "gold_units_per_char": 0.3}
 
 
 def test_failed_run_is_marked_and_left_out_of_compare(mlflow_store):

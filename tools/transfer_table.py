@@ -229,8 +229,8 @@ def corpus_table(
     """The seven-corpus table and the margins over the best classic segmenter."""
     languages = list(densities)
     lines = [
-        "| corpus | gold units/char | best classic | "
-        + " | ".join(f"{t}: P / R / F1 (units/char)" for t in teachers)
+        "| corpus | gold morphs/char | best classic | "
+        + " | ".join(f"{t}: P / R / F1 (gold units/char)" for t in teachers)
         + " |",
         "|---|---:|---|" + "---|" * len(teachers),
     ]

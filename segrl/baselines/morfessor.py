@@ -209,15 +209,16 @@ def refuse_binary_model(path: Path) -> None:
 
 def read_annotations_file(path: Path) -> dict[str, list[list[str]]]:
     """Each word's analyses in a Morfessor annotation file (``word morph morph, morph morph`` lines:
-    the word, then its analyses separated by ``,``, morphs by spaces; ``#`` comments), as Morfessor's
-    ``read_annotations_file`` gives them. A line whose analysis does not spell its word is a
-    ``DataError`` naming the file and line."""
+    the word, then after any white space (a tab too, as in Morpho Challenge files) its analyses
+    separated by ``,``, morphs by spaces; ``#`` comments), as Morfessor's ``read_annotations_file``
+    (``morfessor -A``) gives them. A line whose analysis does not spell its word is a ``DataError``
+    naming the file and line."""
     annotations: dict[str, list[list[str]]] = {}
     for _file, number, line in read_lines(path):
         if not line.strip() or line.startswith("#"):
             continue
-        word, _, rest = line.strip().partition(" ")
-        analyses = [a.split() for a in rest.split(",")]
+        word, *rest = line.split(None, 1)  # at any white space, as Morfessor's reader splits
+        analyses = [a.split() for a in "".join(rest).split(",")]
         if not all("".join(morphs) == word for morphs in analyses):
             raise DataError(
                 f"{path}:{number}: an analysis that does not spell {word!r}; Morfessor's "

@@ -8,6 +8,7 @@ import itertools
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 from sentencepiece.sentencepiece_model_pb2 import ModelProto, TrainerSpec
 
@@ -18,6 +19,8 @@ from segrl.errors import ConfigError, ModelError
 MODEL_FILE = "sentencepiece.model"
 WORD_MARKER = "\u2581"
 """What starts a word's first piece in SentencePiece's pieces."""
+SAMPLE_NBEST = 64
+"""How many of a word's best segmentations sampling draws from (SentencePiece's ``nbest_size``)."""
 
 
 class SentencePieceSegmenter(Segmenter):
@@ -49,7 +52,7 @@ class SentencePieceSegmenter(Segmenter):
         )
         self._proto: bytes = b""
         self._processor: spm.SentencePieceProcessor | None = None
-        self._sampling_alpha: float | None = None
+        self._sampling: tuple[float, np.random.Generator] | None = None  # alpha, generator
 
     @classmethod
     def from_model_file(cls, path: str | Path) -> SentencePieceSegmenter:
@@ -91,13 +94,23 @@ class SentencePieceSegmenter(Segmenter):
         return frozenset(c for piece in pieces for c in piece) - {WORD_MARKER}
 
     def sample(self, alpha: float, seed: int) -> None:
-        """From now on, segment by sampling (subword regularisation: SentencePiece's
-        ``enable_sampling`` over all segmentations, ``nbest_size=-1``, with smoothing ``alpha``),
-        SentencePiece's generator seeded with ``seed`` (one generator for the whole process)."""
+        """From now on, segment by sampling (subword regularisation, as SentencePiece's
+        ``enable_sampling`` with ``nbest_size=SAMPLE_NBEST`` does it: one of the word's
+        ``SAMPLE_NBEST`` best segmentations, with probability proportional to its probability to
+        the power ``alpha``), drawn with a generator of segrl's own seeded with ``seed``: the same
+        seed and words give the same samples in every run (SentencePiece's own generator is global
+        and per thread, and no seed makes it repeat across runs). A unigram model only: a BPE
+        model's n-best is not defined (SentencePiece samples it by BPE-dropout, from that
+        generator)."""
         if not 0 < alpha <= 1:
             raise ConfigError(f"--sample {alpha:g}: give a smoothing alpha in (0, 1]")
-        spm.set_random_generator_seed(seed)
-        self._sampling_alpha = alpha
+        if self.options["model_type"] != "unigram":
+            raise ConfigError(
+                f"--sample: a SentencePiece {self.options['model_type']} model, which SentencePiece "
+                "samples from a generator that no seed makes repeat across runs (BPE-dropout); "
+                "sample a unigram model"
+            )
+        self._sampling = (alpha, np.random.default_rng(seed))
 
     def _train(self, corpus: Corpus) -> None:
         texts = corpus.word_counts("train") if corpus.kind == "words" else corpus.train
@@ -141,10 +154,16 @@ class SentencePieceSegmenter(Segmenter):
         self._processor = spm.SentencePieceProcessor(model_proto=proto)
 
     def _segment(self, word: str) -> list[str]:
-        sampling = {}
-        if self._sampling_alpha is not None:
-            sampling = {"enable_sampling": True, "alpha": self._sampling_alpha, "nbest_size": -1}
-        text = self._processor.encode(word, return_type="proto", **sampling)
+        if self._sampling is None:
+            text = self._processor.encode(word, return_type="proto")
+        else:
+            alpha, generator = self._sampling
+            nbest = self._processor.nbest_encode(
+                word, nbest_size=SAMPLE_NBEST, return_type="proto"
+            ).nbests
+            weights = alpha * np.array([n.score for n in nbest])  # log-probabilities, smoothed
+            p = np.exp(weights - weights.max())
+            text = nbest[int(generator.choice(len(nbest), p=p / p.sum()))]
         # a piece covers the input's bytes from its ``begin``: cut the word where a piece begins
         # (characters that normalisation dropped go with the piece after them)
         byte_ends = list(itertools.accumulate(len(c.encode()) for c in word))

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -171,7 +172,8 @@ def run_bench(
         ]
         execute = _on_ray(ray_address) if ray_address else _locally(workers)
         results = []
-        progress = tqdm(total=len(jobs), desc=f"bench {suite.name}", unit="cell")
+        # disable=None: no bar where stderr is not a terminal; a line per cell there instead
+        progress = tqdm(total=len(jobs), desc=f"bench {suite.name}", unit="cell", disable=None)
         try:  # SIGTERM stops the bench as Ctrl-C does
             with (
                 handling(raise_interrupt, [signal.SIGTERM]),
@@ -191,6 +193,13 @@ def run_bench(
                     )
                     progress.set_postfix_str(f"{job.cell.id}: {result['status']}")
                     progress.update()
+                    if progress.disable:
+                        print(
+                            f"[bench {suite.name}] {len(results)}/{len(jobs)} {job.cell.id}: "
+                            f"{result['status']}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
         except KeyboardInterrupt as stopped:
             progress.close()
             end_run_killed()

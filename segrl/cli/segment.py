@@ -55,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--sample",
         type=float,
         metavar="ALPHA",
-        help="a SentencePiece model only: sample each segmentation (subword regularisation) with "
-        "smoothing ALPHA in (0, 1] instead of taking the best",
+        help="a SentencePiece unigram model only: sample each segmentation (subword "
+        "regularisation) from its 64 best with smoothing ALPHA in (0, 1] instead of taking the best",
     )
     parser.add_argument("--seed", type=int, default=0, help="the seed of --sample (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
@@ -216,7 +216,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.log:
         from segrl.scoring import log_scores
 
-        log_scores(name, results, args.model or args.predictions, args.experiment)
+        options = None
+        if args.predictions:
+            options = {
+                "predictions.format": args.predictions_format,
+                "predictions.separator": args.separator,
+                "predictions.min_coverage": f"{args.min_coverage:g}",
+            }
+        log_scores(name, results, args.model or args.predictions, args.experiment, options)
         print(where_to_look(args.experiment))
     return 0
 

@@ -153,11 +153,11 @@ def check_gold_fits(gold: Sequence[GoldWord], corpus: Corpus, gold_source: str |
     whose characters the corpus never has (another script): every segmenter would be scored on
     words it never saw, or on placeholders."""
     source = corpus.settings.get("source")
-    check_gold_language(source, gold_source)
     if is_synthetic(source) and gold_source != source:
         raise DataError(
             f"{source}: a synthetic corpus is scored against its own lexicon: give --gold {source}"
         )
+    check_gold_language(source, gold_source)
     vocab = corpus.vocab
     chars = [c for g in gold for c in g.word if not c.isspace()]
     if not chars:

@@ -5,10 +5,11 @@ gold file's name (also for ``goldwords:PATH``, the words of one) (``hun.word.dev
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 from segrl.data.wordlists import GOLDWORDS_PREFIX, WORDFREQ_PREFIX
-from segrl.errors import DataError
+from segrl.errors import DataError, DataWarning
 
 UNKNOWN = "unknown"
 BUNDLED_LANGUAGE = "eng"
@@ -50,9 +51,19 @@ def gold_language(path: str | None) -> str:
 
 def check_gold_language(corpus_source: str | None, gold_path: str | None) -> None:
     """Refuse to score a corpus of a known language other than English against the bundled English
-    gold set (None, or its name ``bundled:...``); a gold file given explicitly is taken as chosen."""
+    gold set (None, or its name ``bundled:...``), and say so in a ``DataWarning`` where the corpus's
+    language is not known (a file: segrl does not guess it); a gold file given explicitly is taken
+    as chosen."""
     language = corpus_language(corpus_source)
     bundled = gold_path is None or gold_path.startswith("bundled:")
+    if bundled and language == UNKNOWN:
+        warnings.warn(
+            DataWarning(
+                f"{corpus_source}: language unknown: scoring on {BUNDLED_LANGUAGE} gold (the "
+                "bundled set); give a gold set in the corpus's language with --gold FILE"
+            ),
+            stacklevel=2,
+        )
     if bundled and language not in (UNKNOWN, BUNDLED_LANGUAGE):
         raise DataError(
             f"{corpus_source}: the corpus is in {language} but the bundled gold set is in "

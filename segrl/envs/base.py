@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from segrl.data.vocab import CharVocab
 from segrl.envs.episodes import EpisodeSlots
+from segrl.envs.rendering import text_frame
 from segrl.envs.setup import EnvSetup
 from segrl.evaluators import Evaluator
 
@@ -18,13 +20,15 @@ RESET_OPTIONS = frozenset({"text"})
 class SegmentationEnv(gym.Env):
     """Base of ``CharSegmentEnv`` and ``SentenceSegmentEnv`` (whose docstrings give the options)."""
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, render_mode: str | None = None, **options: Any):
         """``options``: those of ``EnvSetup.create`` (``corpus``, ``split``, ``texts``, ``max_len``,
         ``hide_spaces``, ``evaluator``, ``reward``, ``rules``, ``gold``)."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+            raise ValueError(
+                f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}"
+            )
         self.setup = EnvSetup.create(**options)
         self.render_mode = render_mode
         self.slots = EpisodeSlots(self.setup, 1)
@@ -65,7 +69,13 @@ class SegmentationEnv(gym.Env):
         if self._done:
             raise RuntimeError("the episode is over: call reset() before step()")
 
-    def render(self) -> str | None:
-        if self.render_mode == "ansi":
-            return self.slots.render(0, cursor=not self._done)
-        return None
+    def render(self) -> str | np.ndarray | None:
+        """The text with ``-`` at the splits so far and ``|`` at the position decided next: as a
+        string (``"ansi"``) or drawn in a ``[H, W, 3]`` uint8 array (``"rgb_array"``, the same
+        size for every frame: ``segrl.envs.rendering``); None without a render mode."""
+        if self.render_mode is None:
+            return None
+        text = self.slots.render(0, cursor=not self._done)
+        if self.render_mode == "rgb_array":
+            return text_frame(text, self.setup.max_len)
+        return text

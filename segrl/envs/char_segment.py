@@ -71,7 +71,9 @@ class CharSegmentEnv(SegmentationEnv):
     - ``reward``: ``"per-action"`` (default) or ``"sequence"``; ``rules``: ``"binary"`` or ``"full"``;
     - ``teacher_features``: add ``teacher`` to the observations (an evaluator with a ``teacher``,
       binary rules);
-    - ``render_mode``: None or ``"ansi"`` (the text with ``-`` at splits and ``|`` at the cursor).
+    - ``render_mode``: None, ``"ansi"`` (the text with ``-`` at splits and ``|`` at the cursor) or
+      ``"rgb_array"`` (that text drawn in an image, as stable-baselines3's ``make_vec_env`` and
+      Gymnasium's ``RecordVideo`` ask for).
 
     ``env.unwrapped.vocab`` is the ``CharVocab`` of the observations' character ids.
 

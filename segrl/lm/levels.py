@@ -172,7 +172,9 @@ def run_level(config: LevelsConfig, level: str, corpus: Corpus, splits: dict) ->
         order = list(train)
         random.Random(config.seed + epoch).shuffle(order)
         batches = list(iterate_batches(order, config.batch_size))
-        for chunk in tqdm(batches, desc=f"{level} epoch {epoch + 1}/{config.epochs}", leave=False):
+        desc = f"{level} epoch {epoch + 1}/{config.epochs}"
+        # disable=None: no bar where stderr is not a terminal (the epoch's line below says it)
+        for chunk in tqdm(batches, desc=desc, leave=False, disable=None):
             stats = trainer.step(model.segmented(segments=chunk))
             if trainer.steps % 50 == 0:
                 log_metrics({f"{level}.train_bits_per_char": stats["bits_per_char"]}, trainer.steps)

@@ -317,7 +317,7 @@ def train_lm_segmenter(
             log_metrics({f"eval/{name}": scores[name] for name in CURVE_METRICS}, step)
             curve = (
                 f"; gold boundary F1 {scores[BOUNDARY_F1]:.3f} at "
-                f"{scores[GOLD_UNITS_PER_CHAR]:.3f} units/char"
+                f"{scores[GOLD_UNITS_PER_CHAR]:.3f} gold units/char"
             )
         if improved(progress, valid_bpc):
             best = copy.deepcopy(model.state_dict())

@@ -13,7 +13,7 @@ import mlflow
 from segrl.config import NO_LIMIT
 from segrl.data.languages import gold_language
 from segrl.errors import TrackingError
-from segrl.metrics import COMPARE_COLUMNS
+from segrl.metrics import COMPARE_COLUMNS, GOLD_UNITS_PER_CHAR, UNITS_PER_CHAR, WORD_F1
 from segrl.tracking.store import DEFAULT_EXPERIMENT, ensure_reachable
 from segrl.tracking.tags import KIND_TAG, SEGMENTER_TAG
 
@@ -45,7 +45,7 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
         if not name or (latest_only and (name, corpus, gold) in seen):
             continue
         seen.add((name, corpus, gold))
-        metrics = {k: run.data.metrics[k] for k in COMPARE_COLUMNS if k in run.data.metrics}
+        metrics = compare_metrics(run.data.metrics, run.data.tags.get(KIND_TAG, ""))
         rows.append(
             {
                 "segmenter": name,
@@ -59,6 +59,19 @@ def segmenter_runs(experiment: str = DEFAULT_EXPERIMENT, latest_only: bool = Tru
             }
         )
     return rows
+
+
+def compare_metrics(metrics: Mapping[str, float], kind: str) -> dict[str, float]:
+    """The metrics of ``COMPARE_COLUMNS`` a run logged, read as they are named now in runs logged
+    before: ``segrl evaluate`` (kind ``evaluated``) once logged its units per character of the gold
+    words as ``units_per_char``, and word discovery the gold's own as ``gold_units_per_char``
+    (a word-discovery run's ``units_per_char`` is of the gold utterances)."""
+    found = dict(metrics)
+    if WORD_F1 in found and UNITS_PER_CHAR in found:
+        found[GOLD_UNITS_PER_CHAR] = found[UNITS_PER_CHAR]
+    elif kind == "evaluated" and UNITS_PER_CHAR in found:
+        found.setdefault(GOLD_UNITS_PER_CHAR, found.pop(UNITS_PER_CHAR))
+    return {k: found[k] for k in COMPARE_COLUMNS if k in found}
 
 
 def run_data_labels(params: Mapping[str, str], kind: str) -> tuple[str, str]:

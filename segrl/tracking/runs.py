@@ -249,19 +249,27 @@ def log_data(
         inputs.append(("gold", label, digest, "evaluation"))
     set_tags(tags)
     for name, where, digest, context in inputs:
-        path = Path(where)
-        if where.startswith("bundled:"):
-            path = Path(__file__).parents[1] / "data" / "bundled" / where.removeprefix("bundled:")
-        if path.exists():  # a file or folder (not wordfreq:LANG): an MLflow dataset input too
-            import warnings
+        log_dataset_input(name, where, digest, context)
 
-            from mlflow.data.dataset_source_registry import resolve_dataset_source
-            from mlflow.data.meta_dataset import MetaDataset
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                found = resolve_dataset_source(str(path.resolve()))
-            mlflow.log_input(MetaDataset(found, name=name, digest=digest), context=context)
+def log_dataset_input(name: str, where: str, digest: str, context: str) -> None:
+    """An MLflow dataset input of the active run (the run page's *Datasets*): the file or folder
+    ``where`` (``bundled:NAME``: one of the bundled data files), named ``name``, with ``digest`` (a
+    fingerprint of its content) and ``context`` (``training``, ``evaluation``, ``predictions``);
+    nothing where ``where`` is not one (``wordfreq:LANG``)."""
+    path = Path(where)
+    if where.startswith("bundled:"):
+        path = Path(__file__).parents[1] / "data" / "bundled" / where.removeprefix("bundled:")
+    if path.exists():
+        import warnings
+
+        from mlflow.data.dataset_source_registry import resolve_dataset_source
+        from mlflow.data.meta_dataset import MetaDataset
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = resolve_dataset_source(str(path.resolve()))
+        mlflow.log_input(MetaDataset(found, name=name, digest=digest), context=context)
 
 
 def active_run_id() -> str | None:

@@ -230,7 +230,8 @@ def forward_probe(
     optimizer = torch.optim.Adam(probe.parameters(), lr=config.lr)
     rng = random.Random(config.seed)
     order = list(range(len(train)))
-    for _ in tqdm(range(config.epochs), desc=desc, mininterval=2.0):
+    # disable=None: no bar where stderr is not a terminal
+    for _ in tqdm(range(config.epochs), desc=desc, mininterval=2.0, disable=None):
         rng.shuffle(order)
         for start in range(0, len(order), config.batch_size):
             batch = [train[i] for i in order[start : start + config.batch_size]]
