@@ -78,7 +78,7 @@ from segrl.config import (
 )
 from segrl.data import Corpus
 from segrl.data.gold import BUNDLED_GOLD_SOURCE
-from segrl.errors import ConfigError, Interrupted, SegrlError, WriteError
+from segrl.errors import ConfigError, Interrupted, ModelError, SegrlError, WriteError
 from segrl.files import (
     LOCK_FILE,
     check_own_folder,
@@ -551,7 +551,17 @@ class Job:
     def __enter__(self) -> Job:
         state = self.run.load(map_location=self.map_location)  # restores every RNG state
         if state is not None:
-            self.restore_state(state)
+            try:
+                self.restore_state(state)
+            except SegrlError:
+                raise
+            except Exception as e:  # a state the fresh trainer does not take (SB3's zip, weights)
+                said = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                raise ModelError(
+                    f"{self.run.checkpoint_path}: a checkpoint this job cannot resume from "
+                    f"({type(e).__name__}: {said[:200]}); give another --out folder, or move the "
+                    "checkpoint aside to train from the start"
+                ) from None
             self.step = self.resumed_from = state["step"]
             self.previous_seconds = state.get("elapsed_seconds", 0.0)
         resume_id = self.run.info.get("mlflow_run_id") if state is not None else None

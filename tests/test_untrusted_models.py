@@ -112,6 +112,45 @@ def test_resuming_never_runs_the_checkpoint(mlflow_store, small_corpus_file):
     _refused(lambda: train_reinforce(config), checkpoint, marker)
 
 
+def test_resuming_ppo_never_runs_the_checkpoints_sb3_zip(mlflow_store, small_corpus_file):
+    """The SB3 model inside a PPO checkpoint (a zip of torch files) whose policy file is a hostile
+    pickle: SB3 reads it with ``weights_only``, so nothing runs, and the job says so in one line
+    naming the checkpoint instead of torch's traceback."""
+    import io
+    import zipfile
+
+    from segrl.agents.sb3.train import train_ppo
+
+    from .test_ppo import small_train_config
+
+    config = small_train_config(small_corpus_file, mlflow_store / "run", "ppo")
+    with pytest.raises(TrainingInterrupted):
+        train_ppo(config, on_step=lambda step, stats: step == 1)
+    checkpoint = RunDir(mlflow_store / "run").checkpoint_path
+    state = load_checkpoint(checkpoint, restore_rng=False)
+    marker = mlflow_store / "ran"
+    hostile = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(state["model"])) as inner,
+        zipfile.ZipFile(hostile, "w") as out,
+    ):
+        for name in inner.namelist():
+            data = inner.read(name)
+            if name == "policy.pth":
+                planted = io.BytesIO()
+                torch.save({"model": RunsACommand(marker)}, planted)
+                data = planted.getvalue()
+            out.writestr(name, data)
+    state["model"] = hostile.getvalue()
+    save_checkpoint(checkpoint, **{k: v for k, v in state.items() if k != "_rng"})
+    with pytest.raises(ModelError) as refused:
+        train_ppo(config)
+    message = str(refused.value)
+    assert message.startswith(f"{checkpoint}: a checkpoint this job cannot resume from (")
+    assert "\n" not in message and "move the checkpoint aside" in message
+    assert not marker.exists(), "the checkpoint's command ran"
+
+
 def test_a_checkpoint_of_pickled_objects_is_refused_not_loaded(tmp_path):
     """As earlier versions wrote them (NumPy's RNG state pickled): refused, with what to do."""
     path = tmp_path / "checkpoint.pt"
