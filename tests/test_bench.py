@@ -365,7 +365,7 @@ def test_bench_on_a_token_authenticated_ray_cluster(mlflow_store, tmp_path, monk
         ),
         (
             ('command = "baseline --method words"', 'command = "train --steps -5"'),
-            "system 'words' on 'en': reinforce.steps and reinforce.batch_size must be at least 1",
+            "system 'words' on 'en': reinforce.steps must be at least 1, got -5",
         ),
         (
             ('command = "baseline --method words"', 'command = "lm train --set bogus.key=1"'),

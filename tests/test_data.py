@@ -103,9 +103,16 @@ def test_empty_after_normalisation(tmp_path):
     with pytest.raises(DataError, match=r"long\.txt: no sentences left after normalisation"):
         load_corpus(DataConfig(corpus=str(path)))
     empty = tmp_path / "empty.txt"
-    empty.write_text("")
-    with pytest.raises(DataError, match="empty.txt"):
+    empty.write_text("\n  \n")
+    with pytest.raises(DataError, match=r"empty\.txt: .* it is empty, or holds only blank lines"):
         load_corpus(DataConfig(corpus=str(empty)))
+
+
+def test_utf16_is_named_as_such(tmp_path):
+    path = tmp_path / "utf16.txt"
+    path.write_bytes("the cat sat .\n".encode("utf-16"))
+    with pytest.raises(DataError, match=r"utf16\.txt:1: UTF-16, not UTF-8.*iconv -f utf-16"):
+        load_corpus(DataConfig(corpus=str(path)))
 
 
 def test_unknown_path_and_empty_folder(tmp_path):

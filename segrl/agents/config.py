@@ -76,8 +76,9 @@ class ReinforceConfig:
         return DEFAULT_ENTROPY[reward_mode]
 
     def check(self, prefix: str) -> None:
-        if self.steps < 1 or self.batch_size < 1:
-            raise ConfigError(f"{prefix}steps and {prefix}batch_size must be at least 1")
+        for name in ("steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{prefix}{name} must be at least 1, got {getattr(self, name)}")
         if self.lr <= 0 or self.baseline_lr <= 0:
             raise ConfigError(f"{prefix}lr and {prefix}baseline_lr must be positive")
         if (self.entropy_coef is not None and self.entropy_coef < 0) or self.max_grad_norm <= 0:

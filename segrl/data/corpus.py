@@ -227,6 +227,11 @@ def load_corpus(config: DataConfig | None = None) -> Corpus:
         stats = {"words": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
     if not sentences:
         what = _texts_name(form)
+        if not stats["too_long"]:
+            raise DataError(
+                f"{source}: no {what} left after normalisation: it is empty, or holds only blank "
+                "lines or headings"
+            )
         raise DataError(
             f"{source}: no {what} left after normalisation ({what} longer than "
             f"max_len={config.max_len} characters are left out, {stats['too_long']} were). "
@@ -538,6 +543,11 @@ def _decode_line(raw: bytes, file: Path | str, number: int) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
+        if (number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
+            raise DataError(
+                f"{file}:{number}: UTF-16, not UTF-8 (a byte-order mark or NUL bytes). Convert "
+                "the file to UTF-8, e.g. `iconv -f utf-16 -t utf-8 in.txt > out.txt`."
+            ) from None
         raise DataError(
             f"{file}:{number}: not valid UTF-8 (byte {e.start + 1} of the line is 0x{raw[e.start]:02x}). "
             "Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`."
