@@ -123,6 +123,26 @@ def test_broken_sqlite_store_is_a_clear_error(mlflow_store):
         ensure_reachable()
 
 
+def test_a_store_another_process_holds_is_named_as_locked(mlflow_store):
+    """A store another writer holds locked (past sqlite's 5-second wait) is not called broken:
+    moving it aside, as a broken one should be, would split its runs."""
+    import sqlite3
+
+    db = mlflow_store / "mlflow.db"
+    with sqlite3.connect(db) as setup:
+        setup.execute("create table t (x)")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("begin exclusive")
+    try:
+        with pytest.raises(TrackingError) as locked:
+            ensure_reachable()
+    finally:
+        holder.execute("rollback")
+        holder.close()
+    assert f"tracking store {db} is locked by another process" in str(locked.value)
+    assert "move it aside" not in str(locked.value)
+
+
 def _descendants(pid: int) -> set[int]:
     """Every live process below ``pid`` (from /proc)."""
     children: dict[int, list[int]] = {}

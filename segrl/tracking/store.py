@@ -83,6 +83,16 @@ def ensure_reachable(uri: str | None = None) -> str:
             try:
                 with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
                     conn.execute("select name from sqlite_master limit 1").fetchall()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e):
+                    raise TrackingError(
+                        f"tracking store {db} is not a readable sqlite database ({e}); move it "
+                        "aside or point MLFLOW_TRACKING_URI elsewhere"
+                    ) from None
+                raise TrackingError(
+                    f"tracking store {db} is locked by another process writing to it; wait for it "
+                    "and run the command again (moving the store aside would split its runs)"
+                ) from None
             except sqlite3.DatabaseError as e:
                 raise TrackingError(
                     f"tracking store {db} is not a readable sqlite database ({e}); move it aside "
