@@ -499,3 +499,16 @@ def test_a_scored_model_is_named_after_its_registered_name_and_version(model, na
     from segrl.cli.segment import _model_name
 
     assert _model_name(model) == name
+
+
+def test_ctrl_c_inside_a_run_ends_it_killed_and_an_error_failed(mlflow_store):
+    """Ctrl-C while a run logs (``segrl baseline`` saving its model) ends the run KILLED, as the
+    training jobs end theirs; any other error still ends it FAILED."""
+    with pytest.raises(KeyboardInterrupt), start_run({"x": 1}, "exp") as stopped:
+        raise KeyboardInterrupt
+    with pytest.raises(ValueError), start_run({"x": 2}, "exp") as broken:
+        raise ValueError("a bug")
+    client = MlflowClient()
+    assert client.get_run(stopped.info.run_id).info.status == "KILLED"
+    assert client.get_run(broken.info.run_id).info.status == "FAILED"
+    assert mlflow.active_run() is None

@@ -86,7 +86,7 @@ def start_run(
                 f"tracking store {uri}: cannot continue run {resume_run_id} ({e}); resume with the store "
                 "the run started in (MLFLOW_TRACKING_URI and the folder you run in)"
             ) from None
-        with run:
+        with run, _killed_on_interrupt():
             yield run
         return
     parent = project_run_id()
@@ -118,7 +118,19 @@ def start_run(
             for name, values in saved.items():
                 if is_dataclass(values):
                     mlflow.log_artifact(str(save_config(values, Path(tmp) / name)))
-        yield run
+        with _killed_on_interrupt():
+            yield run
+
+
+@contextlib.contextmanager
+def _killed_on_interrupt() -> Iterator[None]:
+    """Ctrl-C (or a stop signal raised as it) inside a run ends the run KILLED, as the jobs end
+    theirs, where MLflow's own context would end it FAILED."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        end_run_killed()
+        raise
 
 
 def project_run_id() -> str | None:
