@@ -224,7 +224,7 @@ def test_train_on_a_full_disk_exits_2_and_resumes(
     capsys.readouterr()
     assert main(args) == EXIT_USER_ERROR
     err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("segrl:")]
+    lines = [line for line in err.splitlines() if line.startswith("segrl: error")]
     checkpoint = out / CHECKPOINT_FILE
     last = 4 if name == CHECKPOINT_FILE else 8
     expected = failure.format(checkpoint=checkpoint, out=out) + (
