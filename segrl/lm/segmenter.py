@@ -27,12 +27,12 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, validate_config
+from segrl.config import DataConfig, GoldConfig, TrackingConfig, limit, validate_config
 from segrl.data import (
     Corpus,
     GoldWord,
@@ -159,12 +159,28 @@ LM_KIND = "lm"
 """The ``segrl.kind`` of segmenters that are language models (``segrl compare --kind lm``)."""
 
 
+DECODING_MAX_SEGMENT_LENGTH = 64
+"""The most characters per segment that ``LMSegmenter`` considers when the model sets no
+``max_segment_length``: a word of up to this many characters is segmented as without a limit, a
+longer one into segments of at most this many. Without it the dynamic programs would score every
+substring of a word, memory growing with the square of its length (a 5,000-letter word took more
+than 6 GB); with it, memory grows linearly."""
+SPANS_PER_BATCH = 1 << 18
+"""The most spans (padded characters times the segment lengths considered, ``R + 1``) that
+``LMSegmenter`` decodes at once: its batches of words stop there (a batch of the longest words
+of a gold set still fits whole), and a longer word alone has its spans scored in passes of this
+many."""
+
+
 class LMSegmenter:
     """Segmentation of words by a trained ``slm``: ``viterbi`` (the most probable segmentation) or
     ``posterior`` (a split wherever the exact posterior probability that a segment ends there is
     above ``threshold``; at one half, the default, the segmentation with the most boundaries right
     in expectation; lower, denser: ``tools/teacher_density.py`` reads a teacher along its density
-    this way)."""
+    this way). Segments have at most the model's ``max_segment_length`` characters or, where it
+    sets none, ``longest`` (``DECODING_MAX_SEGMENT_LENGTH``; None: no limit, memory growing with
+    the square of a word's length); words go in batches of at most ``batch_size`` words and
+    ``SPANS_PER_BATCH`` spans, so that memory grows linearly in the words' lengths."""
 
     def __init__(
         self,
@@ -172,6 +188,7 @@ class LMSegmenter:
         batch_size: int = 256,
         decoding: LMDecoding = "viterbi",
         threshold: float = 0.5,
+        longest: int | None = DECODING_MAX_SEGMENT_LENGTH,
     ):
         if decoding not in ("viterbi", "posterior"):
             raise ConfigError(f"decoding must be viterbi or posterior, got {decoding!r}")
@@ -181,29 +198,49 @@ class LMSegmenter:
         self.batch_size = batch_size
         self.decoding = decoding
         self.threshold = threshold
+        self.longest = limit(model.config.max_segment_length) or longest
+        """The most characters per segment (None: no limit)."""
 
     def segment_words(self, words: list[str]) -> list[list[str]]:
-        order = sorted(range(len(words)), key=lambda i: len(words[i]))
         out: list[list[str]] = [[] for _ in words]
         self.model.eval()
-        for begin in range(0, len(order), self.batch_size):
-            chunk = [i for i in order[begin : begin + self.batch_size] if words[i]]
-            if not chunk:
-                continue
+        per_pass = None if self.longest is None else SPANS_PER_BATCH
+        for chunk in self._batches(words):
             texts = [words[i] for i in chunk]
             chars = self.model.encode(texts)
             if self.decoding == "posterior":
-                ends = self.model.boundary_posteriors(chars).cpu() > self.threshold  # [B, L]
+                posteriors = self.model.boundary_posteriors(chars, self.longest, per_pass)
+                ends = posteriors.cpu() > self.threshold  # [B, L]
                 for i, text, row in zip(chunk, texts, ends, strict=True):
                     cuts = [k + 1 for k in range(len(text) - 1) if row[k]]
                     out[i] = [
                         text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)
                     ]
                 continue
-            best, _ = self.model.viterbi(chars)
+            best, _ = self.model.viterbi(chars, self.longest, per_pass)
             for i, segments in zip(chunk, best.segments(), strict=True):
                 out[i] = segments
         return out
+
+    def _batches(self, words: list[str]) -> Iterator[list[int]]:
+        """Indices of the non-empty ``words``, shortest first, in batches of at most
+        ``batch_size`` words and (but for a longer word alone, which ``per_pass`` splits)
+        ``SPANS_PER_BATCH`` spans; without a ``longest``, of ``batch_size`` words."""
+        order = sorted((i for i, w in enumerate(words) if w), key=lambda i: len(words[i]))
+        batch: list[int] = []
+        for i in order:
+            width = len(words[i])  # the batch's longest word so far
+            lengths = width if self.longest is None else min(width, self.longest)
+            full = len(batch) == self.batch_size or (
+                self.longest is not None
+                and (len(batch) + 1) * width * (lengths + 1) > SPANS_PER_BATCH
+            )
+            if batch and full:
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
 
     def segment_sentence(self, sentence: str) -> list[list[str]]:
         return self.segment_words(sentence.split())

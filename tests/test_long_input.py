@@ -1,0 +1,133 @@
+"""Long input: every kind of segmenter takes words and sentences far longer than any it was trained
+on, in memory that grows linearly with their length, and says so in one warning line where it
+segments them in pieces."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import CHECKOUT
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def trained_slm(corpus, steps: int = 30, **options):
+    """An ``slm`` as ``segrl lm train`` builds it on a word list (its defaults, small sizes),
+    trained for a few updates on the corpus's word types."""
+    from segrl.lm import build_lm
+    from segrl.lm.config import resolve_lm_config, table_lm
+    from segrl.lm.lexicon import slm_lexicon
+    from segrl.lm.training import LMTrainer
+
+    torch.manual_seed(0)
+    sizes = {"char_dim": 8, "hidden_dim": 16, "speller_dim": 16}
+    config = resolve_lm_config(table_lm(**{**sizes, **options}), "words")
+    model = build_lm(config, corpus.vocab, slm_lexicon(config, corpus.word_counts("train")))
+    words = sorted(corpus.word_counts("train"))
+    trainer = LMTrainer(model, 2e-2, 1.0, 0.0, corpus=words)
+    for step in range(steps):
+        trainer.marginal_step(words[step % 4 :: 4])
+    return model.eval()
+
+
+SLM_KINDS = {
+    "default": {},
+    "lstm speller": {"speller": "lstm", "lexicon_size": 0},
+    "context": {"context": "lstm", "speller": "lstm"},
+}
+"""An ``slm`` as ``segrl lm train`` trains it on a word list, one whose speller is an LSTM, and one
+whose segments are conditioned on the characters before them."""
+
+
+def letters(rng: random.Random, n: int, alphabet: str = "walkedtsinguph") -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+@pytest.mark.parametrize("kind", SLM_KINDS)
+def test_slm_segments_ordinary_words_as_without_a_limit(corpus, kind):
+    from segrl.lm.segmenter import DECODING_MAX_SEGMENT_LENGTH, LMSegmenter
+
+    model = trained_slm(corpus, **SLM_KINDS[kind])
+    rng = random.Random(0)
+    words = sorted(corpus.word_counts("train")) + [""]
+    words += [letters(rng, rng.randint(10, DECODING_MAX_SEGMENT_LENGTH)) for _ in range(40)]
+    for decoding in ("viterbi", "posterior"):
+        found = LMSegmenter(model, decoding=decoding).segment_words(words)
+        unbounded = LMSegmenter(model, decoding=decoding, longest=None).segment_words(words)
+        assert found == unbounded
+        assert {len(segments) for segments in found} > {0, 1}  # not all whole: a real check
+    # a word longer than the limit: Viterbi's segments have at most that many characters (the
+    # posterior decoding's are where the posteriors put them)
+    long = letters(rng, 3 * DECODING_MAX_SEGMENT_LENGTH)
+    (segments,) = LMSegmenter(model).segment_words([long])
+    assert "".join(segments) == long and max(map(len, segments)) <= DECODING_MAX_SEGMENT_LENGTH
+    assert "".join(LMSegmenter(model, decoding="posterior").segment_words([long])[0]) == long
+
+
+@pytest.mark.parametrize("kind", SLM_KINDS)
+def test_slm_spans_scored_in_passes_are_the_spans_scored_at_once(corpus, kind):
+    model = trained_slm(corpus, steps=2, **SLM_KINDS[kind])
+    chars = model.encode(["walked", "jumping", "x", "talkers" * 3])
+    with torch.no_grad():
+        whole = model.span_table(chars)  # [B, L, R + 1]
+        for per_pass in (1, 10, 100):  # the same spans (an LSTM's products may round otherwise)
+            table = model.span_table(chars, per_pass=per_pass)
+            assert torch.equal(torch.isfinite(table), torch.isfinite(whole))
+            assert torch.allclose(table, whole, atol=1e-5)
+        # segments of at most 4 characters: the longer ones impossible, the others as they were
+        bounded = model.span_table(chars, longest=4, per_pass=10)
+    assert bounded.shape[2] == 5
+    assert torch.allclose(bounded, torch.where(torch.isfinite(bounded), whole[:, :, :5], bounded))
+    assert torch.isfinite(whole[:, :, 5:]).any() and torch.isfinite(bounded).sum() > 0
+    assert torch.equal(torch.isfinite(bounded), torch.isfinite(whole[:, :, :5]))
+
+
+def test_slm_batches_hold_a_bounded_number_of_spans(corpus):
+    from segrl.lm.segmenter import DECODING_MAX_SEGMENT_LENGTH, SPANS_PER_BATCH, LMSegmenter
+
+    segmenter = LMSegmenter(trained_slm(corpus, steps=0))
+    long = SPANS_PER_BATCH // (DECODING_MAX_SEGMENT_LENGTH + 1)  # one fills a batch
+    words = ["a" * long] * 3 + ["ab"] * 300 + ["", "a" * (long // 3)] * 2 + ["abc"] * 2
+    batches = list(segmenter._batches(words))
+    sizes = [len(batch) for batch in batches]
+    assert sizes == [256, 46, 2, 1, 1, 1]  # shortest first, empty words left out
+    assert sorted(i for b in batches for i in b) == [i for i, w in enumerate(words) if w]
+    assert [len(words[i]) for i in batches[2]] == [long // 3] * 2
+
+
+def run_capped(
+    code: str, cap_gb: float, stdin: str = "", *args: str
+) -> subprocess.CompletedProcess:
+    """``code`` run by a Python whose address space is capped at ``cap_gb`` GiB (beyond it an
+    allocation fails: a MemoryError, or a message, where the kernel would kill the process)."""
+    limit = int(cap_gb * 2**30)
+    capped = f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n" + code
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", capped, *args], input=stdin, capture_output=True, text=True, env=env
+    )
+
+
+SEGMENT = "import sys; from segrl.cli import main; sys.exit(main(sys.argv[1:]))"
+"""``segrl`` itself (``run_capped(SEGMENT, cap, stdin, "segment", ...)``)."""
+
+
+@pytest.mark.slow
+def test_slm_segments_a_5000_letter_word_in_bounded_memory(corpus, tmp_path):
+    """Without a bound on its segments, ``slm`` scored every substring of a word: a 5,000-letter
+    word needed more than 6 GB. Now it takes the word within a 2 GiB address space (the
+    interpreter with PyTorch takes about 1 GiB of it)."""
+    from segrl.lm import save_lm
+
+    folder = save_lm(trained_slm(corpus, steps=2), tmp_path / "slm")
+    word = "abcdefghij" * 500
+    done = run_capped(SEGMENT, 2.0, word + "\n", "segment", "--quiet", "--model", str(folder))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.replace(" ", "").strip() == word
+    assert max(map(len, done.stdout.split())) <= 64
