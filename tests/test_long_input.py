@@ -4,14 +4,17 @@ segments them in pieces."""
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
 
+from segrl.errors import DataWarning
 from tests.conftest import CHECKOUT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -131,3 +134,62 @@ def test_slm_segments_a_5000_letter_word_in_bounded_memory(corpus, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.replace(" ", "").strip() == word
     assert max(map(len, done.stdout.split())) <= 64
+
+
+def tiny_units_model(corpus, folder, model: str = "transformer", max_len: int = 16):
+    """An untrained unit model of ``max_len`` positions, saved in ``folder``."""
+    from segrl.units.config import build_units_config
+    from segrl.units.saving import build_model, save_unit_model
+
+    overrides = {"arch.dim": 16, "arch.max_len": max_len}
+    if model != "seqreduce":
+        overrides |= {"arch.feed_forward": 16, "arch.decoder_layers": 1}
+    config = build_units_config(model, None, overrides)
+    torch.manual_seed(0)
+    return save_unit_model(folder, build_model(config, len(corpus.vocab)), corpus.vocab, config)
+
+
+def test_a_unit_model_segments_texts_longer_than_its_positions_in_pieces(corpus, tmp_path):
+    from segrl import load_segmenter
+
+    segmenter = load_segmenter(tiny_units_model(corpus, tmp_path / "units"))
+    sentence = "the " + "y" * 30 + " walked home"
+    with pytest.warns(DataWarning, match=r"units: a unit model reads at most 16 characters"):
+        found = segmenter.segment_sentences([sentence, "short"])
+        words = segmenter.segment_words(["x" * 40, "ab"])
+    assert "".join(found[0]) == sentence and "" not in found[0]
+    # the long sentence is its pieces, segmented on their own, with the spaces between
+    pieces = segmenter.segment_sentences(["the", "y" * 16, "y" * 14, "walked home"])
+    assert found[0] == [*pieces[0], " ", *pieces[1], *pieces[2], " ", *pieces[3]]
+    assert (
+        words[0]
+        == segmenter.segment_words(["x" * 16])[0] * 2 + segmenter.segment_words(["x" * 8])[0]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing cut, no warning
+        assert segmenter.segment_words(["x" * 16]) and segmenter.segment_sentences(["a b"])
+
+
+def test_long_lines_to_a_unit_model_give_one_warning_line_in_segment_and_evaluate(
+    corpus, tmp_path, monkeypatch, capsys
+):
+    from segrl.cli import main
+
+    folder = str(tiny_units_model(corpus, tmp_path / "units"))
+    words = ["walked" * 10, "a", "talking" * 9]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join(words).encode())))
+    assert main(["segment", "--quiet", "--model", folder, "--input-format", "words"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.replace(" ", "") for line in out.splitlines()] == words
+    assert err.count("segrl: warning:") == 1 and "at most 16 characters" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    text = " ".join(["walked"] * 30)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert main(["segment", "--quiet", "--model", folder, "--input-format", "text"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split("\t")[0] == text and err.count("segrl: warning:") <= 1
+    gold = tmp_path / "gold.tsv"
+    gold.write_text(f"{'a' * 268}\t{'a' * 268}\t000\nwalked\twalk @@ed\t010\n", encoding="utf-8")
+    assert main(["evaluate", "--model", folder, "--gold", str(gold)]) == 0
+    out, err = capsys.readouterr()
+    assert "(2 words)" in out and "Traceback" not in err

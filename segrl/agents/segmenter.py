@@ -26,6 +26,7 @@ from segrl.evaluators.lm import PosteriorTeacher
 from segrl.files import atomic_folder
 from segrl.model_files import AGENT_META_FILE
 from segrl.runtime import eval_mode
+from segrl.segmentation import segment_in_pieces
 
 POLICY_FILE = "policy.pt"
 META_FILE = AGENT_META_FILE
@@ -61,22 +62,6 @@ def teacher_input(observation: dict[str, np.ndarray], device: torch.device) -> t
 def separator_id(vocab: CharVocab) -> int | None:
     """The id of the space (the word separator) in ``vocab``, or None."""
     return vocab.encode(" ")[0] if " " in vocab else None
-
-
-def split_long(text: str, limit: int | None) -> list[tuple[str, bool]]:
-    """``text`` as pieces of at most ``limit`` characters (all of it where ``limit`` is None), each
-    with whether a space (left out of the pieces) follows it: cut at the last space that keeps a
-    piece within the limit, else after ``limit`` characters."""
-    pieces = []
-    while limit is not None and len(text) > limit:
-        cut = text.rfind(" ", 1, limit + 1)
-        if cut > 0:
-            pieces.append((text[:cut], True))
-            text = text[cut + 1 :]
-        else:
-            pieces.append((text[:limit], False))
-            text = text[limit:]
-    return [*pieces, (text, False)]
 
 
 class AgentSegmenter:
@@ -140,16 +125,7 @@ class AgentSegmenter:
         batches. A Transformer policy takes texts of up to ``max_len`` characters: a longer
         sentence is segmented in pieces cut at spaces (a longer word, every ``max_len``)."""
         limit = self.policy.max_len if isinstance(self.policy.encoder, TransformerEncoder) else None
-        pieces = [split_long(s, limit) for s in sentences]
-        flat = [piece for parts in pieces for piece, _space in parts]
-        found = iter(self._segment_texts(flat))
-        out = []
-        for parts in pieces:
-            segments: list[str] = []
-            for _piece, space in parts:
-                segments += next(found) + ([" "] if space else [])
-            out.append(segments)
-        return out
+        return segment_in_pieces(self._segment_texts, sentences, limit, "a Transformer policy")
 
     def _segment_texts(self, texts: Sequence[str]) -> list[list[str]]:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
