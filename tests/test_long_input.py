@@ -5,6 +5,7 @@ segments them in pieces."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import subprocess
@@ -193,3 +194,82 @@ def test_long_lines_to_a_unit_model_give_one_warning_line_in_segment_and_evaluat
     assert main(["evaluate", "--model", folder, "--gold", str(gold)]) == 0
     out, err = capsys.readouterr()
     assert "(2 words)" in out and "Traceback" not in err
+
+
+def test_flatcat_segments_a_word_longer_than_its_limit_in_pieces(corpus):
+    from segrl.baselines.flatcat import LONGEST_WORD, FlatCatSegmenter
+
+    segmenter = FlatCatSegmenter(cache_dir="").train(corpus)
+    word = ("walkingtalkedjumps" * 40)[: 2 * LONGEST_WORD + 30]
+    with pytest.warns(DataWarning, match="FlatCat reads at most 256 characters"):
+        found = segmenter.segment(word)
+    cuts = [word[:LONGEST_WORD], word[LONGEST_WORD : 2 * LONGEST_WORD], word[2 * LONGEST_WORD :]]
+    assert found == [segment for piece in cuts for segment in segmenter.segment(piece)]
+    assert len(found) > 3  # the pieces are segmented, not only cut
+
+
+FUZZ_LENGTHS = (1, 7, 60, 300, 2_000, 10_000)
+FUZZ_CAP_GB = 2.5
+"""The address space the fuzz's segmenters run in (``docs/segmenting.md`` states it): the
+interpreter with PyTorch takes about 1 GiB of it."""
+FUZZ = """
+import json, random, sys, warnings
+import torch
+from segrl import load_segmenter
+ALPHABETS = ["abcdefghijklmnopqrstuvwxyz", "äöüßéèçñøåæœ", "αβγδεζηθλμπρστ", "日本語中文한국어", "😀🎉👍🏽🇫🇮"]
+torch.set_num_threads(1)
+warnings.simplefilter("ignore")
+rng = random.Random(0)
+report = {}
+for name, folder in json.loads(sys.argv[1]).items():
+    segmenter = load_segmenter(folder)
+    problems = []
+    for n in json.loads(sys.argv[2]):
+        alphabet = "".join(rng.sample(ALPHABETS[:5], 2))
+        word = "".join(rng.choice(alphabet) for _ in range(n))
+        sentence = " ".join(word[i : i + rng.randint(1, 12)] for i in range(0, n, 12))
+        (segments,) = segmenter.segment_words([word])
+        (in_sentence,) = segmenter.segment_sentences([sentence])
+        if "".join(segments) != word or "" in segments:
+            problems.append(f"word of {n}")
+        if "".join(in_sentence) != " ".join(sentence.split()) or "" in in_sentence:
+            problems.append(f"sentence of {n}")
+    report[name] = problems
+    print(name, "done", file=sys.stderr, flush=True)
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.slow
+def test_every_kind_of_segmenter_takes_words_of_10000_characters_in_bounded_memory(
+    corpus, tmp_path
+):
+    from segrl.agents.policies import PolicyConfig, SegmenterPolicy
+    from segrl.agents.segmenter import AgentSegmenter, separator_id
+    from segrl.baselines.registry import SEGMENTERS, available_methods
+    from segrl.lm import save_lm
+    from segrl.units.registry import available_models
+
+    folders = {}
+    for method in available_methods():
+        options = {"cache_dir": ""} if method in ("morfessor", "flatcat") else {}
+        if method in ("bpe", "unigram", "yttm-bpe"):
+            options["vocab_size"] = 60
+        segmenter = SEGMENTERS[method](**options).train(corpus)
+        folders[method] = str(segmenter.save(tmp_path / method))
+    for kind in ("bilstm", "transformer"):
+        config = PolicyConfig(kind=kind, hidden_dim=16)
+        policy = SegmenterPolicy(len(corpus.vocab), 2, 128, config, separator_id(corpus.vocab))
+        agent = AgentSegmenter(policy, corpus.vocab)
+        folders[f"agent {kind}"] = str(agent.save(tmp_path / f"agent-{kind}"))
+    for kind, options in SLM_KINDS.items():
+        model = trained_slm(corpus, steps=2, **options)
+        folders[f"slm {kind}"] = str(save_lm(model, tmp_path / f"slm-{kind}"))
+    for model in available_models():
+        folder = tiny_units_model(corpus, tmp_path / model, model, max_len=256)
+        folders[f"units {model}"] = str(folder)
+    done = run_capped(FUZZ, FUZZ_CAP_GB, "", json.dumps(folders), json.dumps(list(FUZZ_LENGTHS)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert set(report) == set(folders)
+    assert {name: problems for name, problems in report.items() if problems} == {}
