@@ -93,16 +93,38 @@ def test_slm_spans_scored_in_passes_are_the_spans_scored_at_once(corpus, kind):
 
 
 def test_slm_batches_hold_a_bounded_number_of_spans(corpus):
-    from segrl.lm.segmenter import DECODING_MAX_SEGMENT_LENGTH, SPANS_PER_BATCH, LMSegmenter
+    from segrl.lm.segmenter import DECODING_MAX_SEGMENT_LENGTH, SPANS_PER_PASS, LMSegmenter
 
     segmenter = LMSegmenter(trained_slm(corpus, steps=0))
-    long = SPANS_PER_BATCH // (DECODING_MAX_SEGMENT_LENGTH + 1)  # one fills a batch
+    long = SPANS_PER_PASS // (DECODING_MAX_SEGMENT_LENGTH + 1)  # one fills a batch
     words = ["a" * long] * 3 + ["ab"] * 300 + ["", "a" * (long // 3)] * 2 + ["abc"] * 2
     batches = list(segmenter._batches(words))
     sizes = [len(batch) for batch in batches]
-    assert sizes == [256, 46, 2, 1, 1, 1]  # shortest first, empty words left out
+    # shortest first, empty words left out; words of up to 64 characters in batches of 256 as
+    # before, longer ones by their spans
+    assert sizes == [256, 46, 2, 1, 1, 1]
     assert sorted(i for b in batches for i in b) == [i for i, w in enumerate(words) if w]
     assert [len(words[i]) for i in batches[2]] == [long // 3] * 2
+
+
+def test_a_loaded_agents_teacher_reads_ordinary_texts_as_in_training(corpus, tmp_path):
+    from segrl.agents.policies import PolicyConfig, SegmenterPolicy
+    from segrl.agents.segmenter import AgentSegmenter, separator_id
+    from segrl.evaluators import encode_segmentation_batch
+    from segrl.evaluators.lm import PosteriorTeacher
+
+    lm = trained_slm(corpus, steps=5, speller="lstm", lexicon_size=0)
+    teacher = PosteriorTeacher(lm, False, 1e-6)  # as the LM evaluator trains it: unbounded
+    policy = SegmenterPolicy(
+        len(corpus.vocab), 2, 128, PolicyConfig(hidden_dim=16), separator_id(corpus.vocab), True
+    )
+    folder = AgentSegmenter(policy, corpus.vocab, teacher=teacher).save(tmp_path / "agent")
+    loaded = AgentSegmenter.load(folder).teacher
+    ordinary = encode_segmentation_batch(corpus.vocab, corpus.test)
+    assert (loaded.log_odds(ordinary) == teacher.log_odds(ordinary)).all()  # to the bit
+    long = encode_segmentation_batch(corpus.vocab, ["the " + "walked" * 50 + " home"])
+    log_odds = loaded.log_odds(long)
+    assert log_odds.shape == (1, long.positions) and (log_odds != 0).any()
 
 
 def run_capped(
@@ -247,6 +269,7 @@ def test_every_kind_of_segmenter_takes_words_of_10000_characters_in_bounded_memo
     from segrl.agents.policies import PolicyConfig, SegmenterPolicy
     from segrl.agents.segmenter import AgentSegmenter, separator_id
     from segrl.baselines.registry import SEGMENTERS, available_methods
+    from segrl.evaluators.lm import PosteriorTeacher
     from segrl.lm import save_lm
     from segrl.units.registry import available_models
 
@@ -257,11 +280,17 @@ def test_every_kind_of_segmenter_takes_words_of_10000_characters_in_bounded_memo
             options["vocab_size"] = 60
         segmenter = SEGMENTERS[method](**options).train(corpus)
         folders[method] = str(segmenter.save(tmp_path / method))
-    for kind in ("bilstm", "transformer"):
+    teacher = PosteriorTeacher(
+        trained_slm(corpus, steps=2, speller="lstm", lexicon_size=0), False, 1e-6
+    )
+    for kind, reads_teacher in (("bilstm", False), ("transformer", False), ("bilstm", True)):
         config = PolicyConfig(kind=kind, hidden_dim=16)
-        policy = SegmenterPolicy(len(corpus.vocab), 2, 128, config, separator_id(corpus.vocab))
-        agent = AgentSegmenter(policy, corpus.vocab)
-        folders[f"agent {kind}"] = str(agent.save(tmp_path / f"agent-{kind}"))
+        policy = SegmenterPolicy(
+            len(corpus.vocab), 2, 128, config, separator_id(corpus.vocab), reads_teacher
+        )
+        agent = AgentSegmenter(policy, corpus.vocab, teacher=teacher)
+        name = f"agent {kind}" + (" reading its teacher" if reads_teacher else "")
+        folders[name] = str(agent.save(tmp_path / name.replace(" ", "-")))
     for kind, options in SLM_KINDS.items():
         model = trained_slm(corpus, steps=2, **options)
         folders[f"slm {kind}"] = str(save_lm(model, tmp_path / f"slm-{kind}"))

@@ -7,7 +7,7 @@ batches of sentences for the metrics of ``segrl.metrics``, and saves/loads itsel
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -34,6 +34,10 @@ VOCAB_FILE = "vocab.json"
 TEACHER_DIR = "teacher"
 """The folder of a saved agent that holds the teacher its policy reads (a saved ``slm``)."""
 EVAL_BATCH = 256
+EVAL_CHARACTERS = 1 << 16
+"""The most characters (padded) that ``segment_sentences`` gives the policy at once, besides at most
+``EVAL_BATCH`` texts: long texts go in smaller batches (one alone, if need be), so that memory grows
+linearly with their length."""
 
 
 def trim(ids: np.ndarray, lengths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -128,10 +132,8 @@ class AgentSegmenter:
         return segment_in_pieces(self._segment_texts, sentences, limit, "a Transformer policy")
 
     def _segment_texts(self, texts: Sequence[str]) -> list[list[str]]:
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[list[str]] = [[] for _ in texts]
-        for start in range(0, len(order), EVAL_BATCH):
-            rows = order[start : start + EVAL_BATCH]
+        for rows in _batches(texts):
             batch = self.decide_sentences([texts[i] for i in rows])
             for k, i in enumerate(rows):
                 segments = batch.segments(k)
@@ -185,6 +187,20 @@ class AgentSegmenter:
         load_weights(policy, state, path / POLICY_FILE, f"the policy {META_FILE} describes")
         teacher = PosteriorTeacher.load(path / TEACHER_DIR, device) if meta.reads_teacher else None
         return cls(policy.to(device), vocab, meta.hide_spaces, device, teacher)
+
+
+def _batches(texts: Sequence[str]) -> Iterator[list[int]]:
+    """Indices of ``texts``, shortest first, in batches of at most ``EVAL_BATCH`` texts and (but for
+    a longer text alone) ``EVAL_CHARACTERS`` padded characters."""
+    batch: list[int] = []
+    for i in sorted(range(len(texts)), key=lambda i: len(texts[i])):
+        full = len(batch) == EVAL_BATCH or (len(batch) + 1) * len(texts[i]) > EVAL_CHARACTERS
+        if batch and full:
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
 
 
 @dataclass

@@ -49,7 +49,7 @@ from segrl.lm.base import SegmentLM
 from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, table_lm
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
-from segrl.lm.slm import SLM
+from segrl.lm.slm import DECODING_MAX_SEGMENT_LENGTH, SLM, SPANS_PER_PASS, has_long_word
 from segrl.lm.training import LMTrainer, bits_per_char, improved, settled, training_texts
 from segrl.metrics import (
     BITS_PER_CHAR,
@@ -159,19 +159,6 @@ LM_KIND = "lm"
 """The ``segrl.kind`` of segmenters that are language models (``segrl compare --kind lm``)."""
 
 
-DECODING_MAX_SEGMENT_LENGTH = 64
-"""The most characters per segment that ``LMSegmenter`` considers when the model sets no
-``max_segment_length``: a word of up to this many characters is segmented as without a limit, a
-longer one into segments of at most this many. Without it the dynamic programs would score every
-substring of a word, memory growing with the square of its length (a 5,000-letter word took more
-than 6 GB); with it, memory grows linearly."""
-SPANS_PER_BATCH = 1 << 18
-"""The most spans (padded characters times the segment lengths considered, ``R + 1``) that
-``LMSegmenter`` decodes at once: its batches of words stop there (a batch of the longest words
-of a gold set still fits whole), and a longer word alone has its spans scored in passes of this
-many."""
-
-
 class LMSegmenter:
     """Segmentation of words by a trained ``slm``: ``viterbi`` (the most probable segmentation) or
     ``posterior`` (a split wherever the exact posterior probability that a segment ends there is
@@ -179,8 +166,9 @@ class LMSegmenter:
     in expectation; lower, denser: ``tools/teacher_density.py`` reads a teacher along its density
     this way). Segments have at most the model's ``max_segment_length`` characters or, where it
     sets none, ``longest`` (``DECODING_MAX_SEGMENT_LENGTH``; None: no limit, memory growing with
-    the square of a word's length); words go in batches of at most ``batch_size`` words and
-    ``SPANS_PER_BATCH`` spans, so that memory grows linearly in the words' lengths."""
+    the square of a word's length). Words go in batches of at most ``batch_size`` words, and those
+    longer than ``DECODING_MAX_SEGMENT_LENGTH`` in batches of at most ``SPANS_PER_PASS`` spans
+    (one alone, scored in passes, if need be), so that memory grows linearly in their length."""
 
     def __init__(
         self,
@@ -204,10 +192,10 @@ class LMSegmenter:
     def segment_words(self, words: list[str]) -> list[list[str]]:
         out: list[list[str]] = [[] for _ in words]
         self.model.eval()
-        per_pass = None if self.longest is None else SPANS_PER_BATCH
         for chunk in self._batches(words):
             texts = [words[i] for i in chunk]
             chars = self.model.encode(texts)
+            per_pass = SPANS_PER_PASS if self.longest and has_long_word(texts) else None
             if self.decoding == "posterior":
                 posteriors = self.model.boundary_posteriors(chars, self.longest, per_pass)
                 ends = posteriors.cpu() > self.threshold  # [B, L]
@@ -224,18 +212,20 @@ class LMSegmenter:
 
     def _batches(self, words: list[str]) -> Iterator[list[int]]:
         """Indices of the non-empty ``words``, shortest first, in batches of at most
-        ``batch_size`` words and (but for a longer word alone, which ``per_pass`` splits)
-        ``SPANS_PER_BATCH`` spans; without a ``longest``, of ``batch_size`` words."""
+        ``batch_size`` words; with a ``longest``, the words longer than
+        ``DECODING_MAX_SEGMENT_LENGTH`` in batches of at most ``SPANS_PER_PASS`` spans too (but
+        for a longer word alone)."""
         order = sorted((i for i, w in enumerate(words) if w), key=lambda i: len(words[i]))
         batch: list[int] = []
         for i in order:
             width = len(words[i])  # the batch's longest word so far
-            lengths = width if self.longest is None else min(width, self.longest)
-            full = len(batch) == self.batch_size or (
-                self.longest is not None
-                and (len(batch) + 1) * width * (lengths + 1) > SPANS_PER_BATCH
-            )
-            if batch and full:
+            spans = (len(batch) + 1) * width * (min(width, self.longest or width) + 1)
+            long = self.longest is not None and width > DECODING_MAX_SEGMENT_LENGTH
+            if batch and (
+                len(batch) == self.batch_size
+                or (long and spans > SPANS_PER_PASS)
+                or (long and len(words[batch[-1]]) <= DECODING_MAX_SEGMENT_LENGTH)
+            ):
                 yield batch
                 batch = []
             batch.append(i)

@@ -40,6 +40,24 @@ from segrl.lm.lattice import NEG_INF
 from segrl.lm.lexicon import DirectLexicon, Lexicon
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_at, space_mask
 
+DECODING_MAX_SEGMENT_LENGTH = 64
+"""The most characters per segment that a segmenter considers (``LMSegmenter``, a loaded agent's
+teacher) where the model sets no ``max_segment_length``: a word of up to this many characters is
+segmented as without a limit, a longer one into segments of at most this many. Without it the
+dynamic programs score every substring of a word, memory growing with the square of its length
+(a 5,000-letter word took more than 6 GB); with it, memory grows linearly."""
+SPANS_PER_PASS = 1 << 15
+"""The most spans (characters times the segment lengths considered, ``R + 1``) that a segmenter
+scores at once in texts with a word longer than ``DECODING_MAX_SEGMENT_LENGTH``: such words go in
+batches of at most this many, and one longer still has its spans scored in passes of this many
+(``span_runs``' ``per_pass``). Texts of shorter words are decoded as they always were."""
+
+
+def has_long_word(texts: Sequence[str]) -> bool:
+    """Whether a word of ``texts`` (a run between spaces) is longer than
+    ``DECODING_MAX_SEGMENT_LENGTH``: the texts a segmenter decodes in passes."""
+    return any(len(word) > DECODING_MAX_SEGMENT_LENGTH for text in texts for word in text.split())
+
 
 class SLM(SegmentLM):
     """Segmental LM over a character-context LSTM; see the module docstring."""
@@ -441,7 +459,9 @@ class SLM(SegmentLM):
         return lattice.boundary_marginals(table, space, chars.lengths, partition) * chars.mask
 
     @torch.no_grad()
-    def word_boundary_posteriors(self, chars: CharBatch) -> torch.Tensor:
+    def word_boundary_posteriors(
+        self, chars: CharBatch, longest: int | None = None, per_pass: int | None = None
+    ) -> torch.Tensor:
         """``[B, L]``: ``boundary_posteriors`` of every word of the texts taken as a text of its own
         (computed once per distinct word), 0 at spaces and padding. For a model trained on word
         types, which never saw a space: in a sentence a word's last segment would end with a space,
@@ -458,7 +478,7 @@ class SLM(SegmentLM):
         out = torch.zeros(chars.ids.shape, device=self.device)
         if not words:
             return out
-        by_word = self.boundary_posteriors(self.encode(list(words)))  # [W, Lw]
+        by_word = self.boundary_posteriors(self.encode(list(words)), longest, per_pass)  # [W, Lw]
         which_t = torch.tensor(which, device=self.device)
         offsets = torch.arange(by_word.shape[1], device=self.device)
         word_lengths = torch.tensor([len(w) for w in words], device=self.device)
