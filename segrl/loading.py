@@ -315,13 +315,18 @@ def _load_slm(folder: Path, device: str) -> LoadedSegmenter:
 
 
 def _load_units(folder: Path, device: str) -> LoadedSegmenter:
+    from segrl.segmentation import segment_in_pieces
     from segrl.units.evaluation import segment_texts
     from segrl.units.saving import load_unit_model
 
     model, vocab, config = load_unit_model(folder, device)
 
-    def segment(texts: list[str]) -> list[list[str]]:
-        return segment_texts(model, vocab, texts, config.eval.batch_size, config.train.precision)
+    def segment_pieces(pieces: list[str]) -> list[list[str]]:
+        return segment_texts(model, vocab, pieces, config.eval.batch_size, config.train.precision)
+
+    def segment(texts: list[str]) -> list[list[str]]:  # no more than its positions at a time
+        limit = getattr(config.arch, "max_len", None)
+        return segment_in_pieces(segment_pieces, texts, limit, f"{folder}: a unit model")
 
     return LoadedSegmenter("units", folder, segment, segment)
 

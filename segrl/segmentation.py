@@ -12,7 +12,10 @@ its decisions are the ``len(text) - 1`` binary choices "split after character i"
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+
+from segrl.errors import DataWarning
 
 
 def boundaries_of(segments: Sequence[str]) -> frozenset[int]:
@@ -60,3 +63,54 @@ def render(words: Sequence[Sequence[str]], joiner: str = "-") -> str:
     'the cat-s'
     """
     return " ".join(joiner.join(segments) for segments in words)
+
+
+def split_long(text: str, limit: int | None) -> list[tuple[str, bool]]:
+    """``text`` as pieces of at most ``limit`` characters (all of it where ``limit`` is None), each
+    with whether a space (left out of the pieces) follows it: cut at the last space that keeps a
+    piece within the limit, else after ``limit`` characters.
+
+    >>> split_long("ab cd ef", 5)
+    [('ab cd', True), ('ef', False)]
+    """
+    pieces = []
+    while limit is not None and len(text) > limit:
+        cut = text.rfind(" ", 1, limit + 1)
+        if cut > 0:
+            pieces.append((text[:cut], True))
+            text = text[cut + 1 :]
+        else:
+            pieces.append((text[:limit], False))
+            text = text[limit:]
+    return [*pieces, (text, False)]
+
+
+def segment_in_pieces(
+    segment: Callable[[list[str]], list[list[str]]],
+    texts: Sequence[str],
+    limit: int | None,
+    reader: str,
+) -> list[list[str]]:
+    """``segment(texts)`` for a segmenter that reads at most ``limit`` characters at a time (None:
+    any number): a longer text is segmented as its pieces (``split_long``), each on its own, with a
+    boundary at each cut and a space between two pieces a segment of its own. The first time a
+    text is cut, a ``DataWarning`` says so, naming ``reader``, what reads at most ``limit``
+    characters (``"runs/units: a unit model"``)."""
+    pieces = [split_long(text, limit) for text in texts]
+    if any(len(parts) > 1 for parts in pieces):
+        warnings.warn(
+            DataWarning(
+                f"{reader} reads at most {limit} characters at a time: a longer word or sentence "
+                f"is segmented in pieces of at most {limit} characters, cut at a space where "
+                "there is one, with a boundary at each cut"
+            ),
+            stacklevel=2,
+        )
+    found = iter(segment([piece for parts in pieces for piece, _space in parts]))
+    out = []
+    for parts in pieces:
+        segments: list[str] = []
+        for _piece, space in parts:
+            segments += next(found) + ([" "] if space else [])
+        out.append(segments)
+    return out

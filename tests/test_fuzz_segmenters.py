@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from segrl.baselines.registry import SEGMENTERS, available_methods
+from segrl.errors import DataWarning
 
 ALPHABETS = [
     "abcdefghijklmnopqrstuvwxyz",
@@ -74,7 +75,8 @@ def test_agent_segmenter_spells_random_unicode(corpus):
 
 def test_a_transformer_agent_segments_sentences_longer_than_its_positions(corpus):
     from segrl.agents.policies import PolicyConfig, SegmenterPolicy
-    from segrl.agents.segmenter import AgentSegmenter, separator_id, split_long
+    from segrl.agents.segmenter import AgentSegmenter, separator_id
+    from segrl.segmentation import split_long
 
     assert split_long("ab cd ef", 5) == [("ab cd", True), ("ef", False)]
     assert split_long("abcdefgh", 3) == [("abc", False), ("def", False), ("gh", False)]
@@ -84,7 +86,8 @@ def test_a_transformer_agent_segments_sentences_longer_than_its_positions(corpus
         policy = SegmenterPolicy(len(corpus.vocab), 2, 16, config, separator_id(corpus.vocab))
         segmenter = AgentSegmenter(policy, corpus.vocab)
         sentences = ["walked " * 9, "x" * 40, "the " + "y" * 30 + " end", "short"]
-        found = segmenter.segment_sentences(sentences)
+        with pytest.warns(DataWarning, match="a Transformer policy reads at most 16 characters"):
+            found = segmenter.segment_sentences(sentences)
         for sentence, segments in zip(sentences, found, strict=True):
             assert "".join(segments) == sentence and "" not in segments, repr(sentence)
         # a long sentence is its pieces, segmented on their own, with the spaces between

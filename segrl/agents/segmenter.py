@@ -7,7 +7,7 @@ batches of sentences for the metrics of ``segrl.metrics``, and saves/loads itsel
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from segrl.evaluators.lm import PosteriorTeacher
 from segrl.files import atomic_folder
 from segrl.model_files import AGENT_META_FILE
 from segrl.runtime import eval_mode
+from segrl.segmentation import segment_in_pieces
 
 POLICY_FILE = "policy.pt"
 META_FILE = AGENT_META_FILE
@@ -33,6 +34,10 @@ VOCAB_FILE = "vocab.json"
 TEACHER_DIR = "teacher"
 """The folder of a saved agent that holds the teacher its policy reads (a saved ``slm``)."""
 EVAL_BATCH = 256
+EVAL_CHARACTERS = 1 << 16
+"""The most characters (padded) that ``segment_sentences`` gives the policy at once, besides at most
+``EVAL_BATCH`` texts: long texts go in smaller batches (one alone, if need be), so that memory grows
+linearly with their length."""
 
 
 def trim(ids: np.ndarray, lengths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -61,22 +66,6 @@ def teacher_input(observation: dict[str, np.ndarray], device: torch.device) -> t
 def separator_id(vocab: CharVocab) -> int | None:
     """The id of the space (the word separator) in ``vocab``, or None."""
     return vocab.encode(" ")[0] if " " in vocab else None
-
-
-def split_long(text: str, limit: int | None) -> list[tuple[str, bool]]:
-    """``text`` as pieces of at most ``limit`` characters (all of it where ``limit`` is None), each
-    with whether a space (left out of the pieces) follows it: cut at the last space that keeps a
-    piece within the limit, else after ``limit`` characters."""
-    pieces = []
-    while limit is not None and len(text) > limit:
-        cut = text.rfind(" ", 1, limit + 1)
-        if cut > 0:
-            pieces.append((text[:cut], True))
-            text = text[cut + 1 :]
-        else:
-            pieces.append((text[:limit], False))
-            text = text[limit:]
-    return [*pieces, (text, False)]
 
 
 class AgentSegmenter:
@@ -140,22 +129,11 @@ class AgentSegmenter:
         batches. A Transformer policy takes texts of up to ``max_len`` characters: a longer
         sentence is segmented in pieces cut at spaces (a longer word, every ``max_len``)."""
         limit = self.policy.max_len if isinstance(self.policy.encoder, TransformerEncoder) else None
-        pieces = [split_long(s, limit) for s in sentences]
-        flat = [piece for parts in pieces for piece, _space in parts]
-        found = iter(self._segment_texts(flat))
-        out = []
-        for parts in pieces:
-            segments: list[str] = []
-            for _piece, space in parts:
-                segments += next(found) + ([" "] if space else [])
-            out.append(segments)
-        return out
+        return segment_in_pieces(self._segment_texts, sentences, limit, "a Transformer policy")
 
     def _segment_texts(self, texts: Sequence[str]) -> list[list[str]]:
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[list[str]] = [[] for _ in texts]
-        for start in range(0, len(order), EVAL_BATCH):
-            rows = order[start : start + EVAL_BATCH]
+        for rows in _batches(texts):
             batch = self.decide_sentences([texts[i] for i in rows])
             for k, i in enumerate(rows):
                 segments = batch.segments(k)
@@ -209,6 +187,20 @@ class AgentSegmenter:
         load_weights(policy, state, path / POLICY_FILE, f"the policy {META_FILE} describes")
         teacher = PosteriorTeacher.load(path / TEACHER_DIR, device) if meta.reads_teacher else None
         return cls(policy.to(device), vocab, meta.hide_spaces, device, teacher)
+
+
+def _batches(texts: Sequence[str]) -> Iterator[list[int]]:
+    """Indices of ``texts``, shortest first, in batches of at most ``EVAL_BATCH`` texts and (but for
+    a longer text alone) ``EVAL_CHARACTERS`` padded characters."""
+    batch: list[int] = []
+    for i in sorted(range(len(texts)), key=lambda i: len(texts[i])):
+        full = len(batch) == EVAL_BATCH or (len(batch) + 1) * len(texts[i]) > EVAL_CHARACTERS
+        if batch and full:
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
 
 
 @dataclass

@@ -34,6 +34,7 @@ from segrl.baselines.morfessor import DAMPENING, MorfessorSegmenter, cache_folde
 from segrl.data.corpus import Corpus
 from segrl.errors import ModelError
 from segrl.files import atomic_folder
+from segrl.segmentation import segment_in_pieces
 
 flatcat.utils.show_progress_bar = False  # its dots would clutter segrl's own progress output
 logging.getLogger("flatcat.flatcat").addFilter(
@@ -46,6 +47,11 @@ ANALYSIS_FILE = "flatcat.analysis.txt"
 """FlatCat's tagged analysis of the training words (``flatcat --save-analysis``)."""
 PARAMS_FILE = "flatcat.params.txt"
 """FlatCat's parameter file (``flatcat --save-parameters``, read with ``--load-parameters``)."""
+LONGEST_WORD = 256
+"""The most characters FlatCat's Viterbi reads at once: it looks at every substring of a word,
+and from every one at every earlier position, so that its time grows faster than the square of
+the word's length (2,000 characters took 10 s, 4,000 took 52 s); a longer word is segmented in
+pieces of this many, with a boundary at each cut."""
 CATEGORIES = ("PRE", "STM", "SUF", "ZZZ")
 """FlatCat's morph categories, the tags of its analysis files."""
 FORCESPLIT = "-"
@@ -196,8 +202,13 @@ class FlatCatSegmenter(Segmenter):
             # a character of no morph: FlatCat's Viterbi finds no path and gives the word whole,
             # after a search that grows with the cube of the word's length
             return [word]
-        morphs, _cost = self.model.viterbi_segment(word)  # as flatcat-segment: no post-processing
-        return list(morphs)
+        if len(word) > LONGEST_WORD:
+            return segment_in_pieces(self._viterbi, [word], LONGEST_WORD, "FlatCat")[0]
+        return self._viterbi([word])[0]
+
+    def _viterbi(self, words: list[str]) -> list[list[str]]:
+        # as flatcat-segment: no post-processing
+        return [list(self.model.viterbi_segment(word)[0]) for word in words]
 
     def _cache_path(self, corpus: Corpus) -> Path | None:
         if self.cache_dir is None or self.options["baseline_annotations"] is not None:

@@ -86,7 +86,13 @@ from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig, evalua
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import LMConfig, resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
-from segrl.lm.slm import SLM, require_slm
+from segrl.lm.slm import (
+    DECODING_MAX_SEGMENT_LENGTH,
+    SLM,
+    SPANS_PER_PASS,
+    has_long_word,
+    require_slm,
+)
 from segrl.lm.training import LMTrainer, bits_per_char, improved, settled, training_texts
 from segrl.runtime import eval_mode
 
@@ -476,20 +482,28 @@ class PosteriorTeacher:
 
     ``words_alone``: each word of a text is read as a text of its own (``word_boundary_posteriors``;
     for an LM with a lexicon trained on word types, see ``LMEvaluator.scores_words_alone``).
+    ``longest``: in texts with a word longer than ``DECODING_MAX_SEGMENT_LENGTH``, the most
+    characters per segment its posteriors consider where the LM sets no ``max_segment_length``,
+    their spans scored ``SPANS_PER_PASS`` at a time (a loaded agent's teacher:
+    ``DECODING_MAX_SEGMENT_LENGTH``, so that its memory grows linearly with a word's length, as an
+    ``LMSegmenter``'s); None: the LM as it is (training).
     """
 
-    def __init__(self, lm: SLM, words_alone: bool, floor: float):
+    def __init__(self, lm: SLM, words_alone: bool, floor: float, longest: int | None = None):
         self.lm = lm
         self.words_alone = words_alone
         self.floor = floor
+        self.longest = longest
 
     def log_odds(self, batch: SegmentationBatch) -> np.ndarray:
         chars = self.lm.encode(batch.texts)
+        long = self.longest is not None and has_long_word(batch.texts)
+        limits = (self.longest, SPANS_PER_PASS) if long else (None, None)
         with eval_mode(self.lm), torch.no_grad():
             if self.words_alone:
-                posterior = self.lm.word_boundary_posteriors(chars)
+                posterior = self.lm.word_boundary_posteriors(chars, *limits)
             else:
-                posterior = self.lm.boundary_posteriors(chars)
+                posterior = self.lm.boundary_posteriors(chars, *limits)
         q = posterior.double().clamp(self.floor, 1 - self.floor)  # [B, W]
         return _to_positions(torch.log(q) - torch.log1p(-q), batch)
 
@@ -499,8 +513,15 @@ class PosteriorTeacher:
         (Path(path) / TEACHER_FILE).write_text(json.dumps(options), encoding="utf-8")
 
     @classmethod
-    def load(cls, path: Path, device: str | torch.device = "cpu") -> PosteriorTeacher:
-        """A teacher saved by ``save``; its LM read as weights only (``segrl.lm.load_lm``)."""
+    def load(
+        cls,
+        path: Path,
+        device: str | torch.device = "cpu",
+        longest: int | None = DECODING_MAX_SEGMENT_LENGTH,
+    ) -> PosteriorTeacher:
+        """A teacher saved by ``save``, its LM read as weights only (``segrl.lm.load_lm``), to
+        segment with: ``longest`` as in the constructor, by default bounded as every loaded
+        ``slm`` is (``LMSegmenter``)."""
         options_file = Path(path) / TEACHER_FILE
         try:
             options = json.loads(options_file.read_text(encoding="utf-8"))
@@ -512,7 +533,7 @@ class PosteriorTeacher:
         lm = load_lm(path, device)
         if not isinstance(lm, SLM):
             raise ModelError(f"{path}: the teacher's language model is not an slm")
-        return cls(lm, words_alone, floor)
+        return cls(lm, words_alone, floor, longest)
 
 
 class SegmentationLexicon:

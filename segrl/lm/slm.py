@@ -40,6 +40,24 @@ from segrl.lm.lattice import NEG_INF
 from segrl.lm.lexicon import DirectLexicon, Lexicon
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_at, space_mask
 
+DECODING_MAX_SEGMENT_LENGTH = 64
+"""The most characters per segment that a segmenter considers (``LMSegmenter``, a loaded agent's
+teacher) where the model sets no ``max_segment_length``: a word of up to this many characters is
+segmented as without a limit, a longer one into segments of at most this many. Without it the
+dynamic programs score every substring of a word, memory growing with the square of its length
+(a 5,000-letter word took more than 6 GB); with it, memory grows linearly."""
+SPANS_PER_PASS = 1 << 15
+"""The most spans (characters times the segment lengths considered, ``R + 1``) that a segmenter
+scores at once in texts with a word longer than ``DECODING_MAX_SEGMENT_LENGTH``: such words go in
+batches of at most this many, and one longer still has its spans scored in passes of this many
+(``span_runs``' ``per_pass``). Texts of shorter words are decoded as they always were."""
+
+
+def has_long_word(texts: Sequence[str]) -> bool:
+    """Whether a word of ``texts`` (a run between spaces) is longer than
+    ``DECODING_MAX_SEGMENT_LENGTH``: the texts a segmenter decodes in passes."""
+    return any(len(word) > DECODING_MAX_SEGMENT_LENGTH for text in texts for word in text.split())
+
 
 class SLM(SegmentLM):
     """Segmental LM over a character-context LSTM; see the module docstring."""
@@ -116,6 +134,7 @@ class SLM(SegmentLM):
         run_length: torch.Tensor,
         whole_from_lexicon: bool = True,
         speller_price: float = 0.0,
+        per_pass: int | None = None,
     ) -> torch.Tensor:
         """``[B, L, R + 1]``: for every start ``a`` with ``run_length[b, a] > 0``, the log-probability
         of the segment of each length ``l <= run_length[b, a]`` starting there (terminator included,
@@ -123,11 +142,52 @@ class SLM(SegmentLM):
         ``whole_from_lexicon`` False, a span that is a whole text comes from the speller alone, as
         if the lexicon had no entry for it (``entry_gains``); ``speller_price`` nats per character
         are taken from the speller's path of every span (the training objective's price,
-        ``objective_table``)."""
+        ``objective_table``). ``per_pass``: the most spans (starts times ``R + 1``) scored in one
+        pass of the speller and the lexicon, the starts taken in turn (None: all at once): the
+        same spans (but for rounding: a speller LSTM's matrix products may round otherwise in
+        another size), in memory that grows with ``per_pass``, not with the texts' length."""
         states = self.context_states(chars)  # [B, L + 1, H]
         batch, width = chars.ids.shape
         rows, starts = (run_length > 0).nonzero(as_tuple=True)  # [N]
         lengths = run_length[rows, starts]
+        longest = int(lengths.max()) if lengths.numel() else 0
+        texts = torch.arange(batch, device=states.device)
+        at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
+        step = max(len(rows) if per_pass is None else per_pass // (longest + 1), 1)
+        table = None
+        for first in range(0, max(len(rows), 1), step):  # one pass, where per_pass is None
+            part = slice(first, first + step)
+            spans = self._start_spans(
+                chars,
+                space,
+                states,
+                at_end,
+                rows[part],
+                starts[part],
+                lengths[part],
+                whole_from_lexicon,
+                speller_price,
+            )  # fmt: skip  [n, R' + 1] or [n, R' + 1, K]
+            if table is None:
+                table = spans.new_full((batch, width, longest + 1, *spans.shape[2:]), NEG_INF)
+            table[rows[part], starts[part], : spans.shape[1]] = spans
+        return table
+
+    def _start_spans(
+        self,
+        chars: CharBatch,
+        space: torch.Tensor,
+        states: torch.Tensor,
+        at_end: torch.Tensor,
+        rows: torch.Tensor,
+        starts: torch.Tensor,
+        lengths: torch.Tensor,
+        whole_from_lexicon: bool,
+        speller_price: float,
+    ) -> torch.Tensor:
+        """``span_runs``' spans of the starts ``(rows, starts)`` ([N] each, ``lengths`` [N] their
+        runs): ``[N, R + 1]`` (``[N, R + 1, K]`` with categories), ``R`` their longest run;
+        ``at_end`` [B] is the speller's end of each text."""
         longest = int(lengths.max()) if lengths.numel() else 0
         if self.config.context == "none":  # one condition: every substring scored once
             spans = self._shared_spans(chars, space, rows, starts, lengths)
@@ -138,8 +198,6 @@ class SLM(SegmentLM):
         if speller_price:
             offsets = torch.arange(spans.shape[1], device=spans.device, dtype=spans.dtype)
             spans = spans - speller_price * offsets
-        texts = torch.arange(batch, device=states.device)
-        at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
         if self.lexicon is not None:  # [N, R + 1] and [B], or per category [N, R + 1, K], [B, K]
             contexts = self._lexicon_contexts()
             mixed = [
@@ -159,10 +217,7 @@ class SLM(SegmentLM):
         )
         if self.transitions is not None:
             reaches_end = reaches_end.unsqueeze(-1)
-        spans = spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0)
-        table = spans.new_full((batch, width, longest + 1, *spans.shape[2:]), NEG_INF)
-        table[rows, starts] = spans
-        return table
+        return spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0)
 
     def _lexicon_contexts(self) -> list[torch.Tensor]:
         """What conditions the lexicon: ``no_context``, or each category's context."""
@@ -228,13 +283,16 @@ class SLM(SegmentLM):
         space: torch.Tensor | None = None,
         whole_from_lexicon: bool = True,
         speller_price: float = 0.0,
+        longest: int | None = None,
+        per_pass: int | None = None,
     ) -> torch.Tensor:
         """``[B, L, R + 1]``: every possible segment of every text (within words; at most
-        ``max_segment_length`` characters); ``whole_from_lexicon`` and ``speller_price`` as in
-        ``span_runs``."""
+        ``max_segment_length`` characters, and at most ``longest`` where given: the longer ones
+        left out, -inf, the others' probabilities unchanged); ``whole_from_lexicon``,
+        ``speller_price`` and ``per_pass`` as in ``span_runs``."""
         space = space_mask(self.vocab, chars) if space is None else space
-        room = _room(chars, space, limit(self.config.max_segment_length))
-        return self.span_runs(chars, space, room, whole_from_lexicon, speller_price)
+        room = _room(chars, space, _shorter(limit(self.config.max_segment_length), longest))
+        return self.span_runs(chars, space, room, whole_from_lexicon, speller_price, per_pass)
 
     def objective_table(
         self, chars: CharBatch, space: torch.Tensor, whole_from_lexicon: bool = True
@@ -381,12 +439,16 @@ class SLM(SegmentLM):
         return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
 
     @torch.no_grad()
-    def boundary_posteriors(self, chars: CharBatch) -> torch.Tensor:
+    def boundary_posteriors(
+        self, chars: CharBatch, longest: int | None = None, per_pass: int | None = None
+    ) -> torch.Tensor:
         """``[B, L]``: the exact posterior probability ``p(a segment ends at character i | X)``
-        (1 before a space and at the end of the text, 0 at spaces and padding)."""
+        (1 before a space and at the end of the text, 0 at spaces and padding); with ``longest``,
+        over the segmentations whose segments have at most that many characters (``span_table``,
+        with ``per_pass``)."""
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
-        table = self.span_table(chars, space)
+        table = self.span_table(chars, space, longest=longest, per_pass=per_pass)
         partition = None
         if self.transitions is not None:
             transitions = self.transitions()
@@ -397,7 +459,9 @@ class SLM(SegmentLM):
         return lattice.boundary_marginals(table, space, chars.lengths, partition) * chars.mask
 
     @torch.no_grad()
-    def word_boundary_posteriors(self, chars: CharBatch) -> torch.Tensor:
+    def word_boundary_posteriors(
+        self, chars: CharBatch, longest: int | None = None, per_pass: int | None = None
+    ) -> torch.Tensor:
         """``[B, L]``: ``boundary_posteriors`` of every word of the texts taken as a text of its own
         (computed once per distinct word), 0 at spaces and padding. For a model trained on word
         types, which never saw a space: in a sentence a word's last segment would end with a space,
@@ -414,7 +478,7 @@ class SLM(SegmentLM):
         out = torch.zeros(chars.ids.shape, device=self.device)
         if not words:
             return out
-        by_word = self.boundary_posteriors(self.encode(list(words)))  # [W, Lw]
+        by_word = self.boundary_posteriors(self.encode(list(words)), longest, per_pass)  # [W, Lw]
         which_t = torch.tensor(which, device=self.device)
         offsets = torch.arange(by_word.shape[1], device=self.device)
         word_lengths = torch.tensor([len(w) for w in words], device=self.device)
@@ -426,11 +490,15 @@ class SLM(SegmentLM):
         return out
 
     @torch.no_grad()
-    def viterbi(self, chars: CharBatch) -> tuple[SegmentedBatch, torch.Tensor]:
-        """The most probable segmentation of each text, and its ``log p(X, S)`` [B]."""
+    def viterbi(
+        self, chars: CharBatch, longest: int | None = None, per_pass: int | None = None
+    ) -> tuple[SegmentedBatch, torch.Tensor]:
+        """The most probable segmentation of each text, and its ``log p(X, S)`` [B]; with
+        ``longest``, the most probable of those whose segments have at most that many characters
+        (``span_table``, with ``per_pass``)."""
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
-        table = self.span_table(chars, space)
+        table = self.span_table(chars, space, longest=longest, per_pass=per_pass)
         if self.transitions is not None:
             ends, _, best = morphotactics.viterbi(table, space, chars.lengths, self.transitions())
             return SegmentedBatch.from_ends(self.vocab, chars, ends), best
@@ -454,6 +522,11 @@ def _word_starts(chars: CharBatch, space_id: int | None) -> torch.Tensor:
 def _positions(batch: SegmentedBatch) -> torch.Tensor:
     width = batch.chars.ids.shape[1]
     return torch.arange(width, device=batch.device).expand_as(batch.ends)
+
+
+def _shorter(limit: int | None, other: int | None) -> int | None:
+    """The tighter of two limits (None: none)."""
+    return other if limit is None else limit if other is None else min(limit, other)
 
 
 def _room(chars: CharBatch, space: torch.Tensor, limit: int | None) -> torch.Tensor:
