@@ -249,7 +249,11 @@ def _load_model_file(path: Path) -> LoadedSegmenter:
     a FlatCat analysis without its parameters and anything else are refused."""
     from segrl.baselines import flatcat
     from segrl.baselines.morfessor import MorfessorSegmenter, refuse_binary_model
-    from segrl.baselines.sentencepiece import SentencePieceSegmenter
+    from segrl.baselines.sentencepiece import (
+        SentencePieceSegmenter,
+        is_cut_sentencepiece_model,
+        model_proto_problem,
+    )
     from segrl.baselines.yttm import YttmBPE, has_numbers_only, is_yttm_model
 
     flatcat.refuse_binary_model(path)
@@ -268,6 +272,11 @@ def _load_model_file(path: Path) -> LoadedSegmenter:
         raise ModelError(
             f"{path}: lines of numbers only, as a youtokentome model has, but not laid out as one "
             f"(damaged or cut short?); give {MODEL_FILE_KINDS}, or a folder a segrl job wrote"
+        )
+    if is_cut_sentencepiece_model(path):  # SentencePiece's loader would take what is left
+        raise ModelError(
+            f"{path}: a SentencePiece model cut short ({model_proto_problem(path.read_bytes())}); "
+            "give the whole file spm_train wrote, or train the model again"
         )
     try:
         return _classic(SentencePieceSegmenter.from_model_file(path), path)
