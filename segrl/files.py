@@ -133,8 +133,15 @@ def naming(path: str | Path) -> Iterator[None]:
         raise OSError(failure.errno, failure.strerror, str(path)) from e
 
 
+STANDARD_OUTPUT = "<stdout>"
+"""The name a failed write to standard output gets (``naming``), in place of a file's."""
+
+
 def write_remedy(error: OSError, folder: str | Path) -> str:
-    """What to do about ``error`` (see ``write_failure``) before writing into ``folder`` again."""
+    """What to do about ``error`` (see ``write_failure``) before writing into ``folder`` (or to
+    ``STANDARD_OUTPUT``) again."""
+    if str(folder) == STANDARD_OUTPUT:
+        return "send standard output to a disk with room, or to a writable file"
     if error.errno in FULL_DISK_ERRNOS:
         return f"free space on the disk of {folder}"
     return f"make {folder} writable"

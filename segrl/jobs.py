@@ -81,6 +81,7 @@ from segrl.data.gold import BUNDLED_GOLD_SOURCE
 from segrl.errors import ConfigError, Interrupted, ModelError, SegrlError, WriteError
 from segrl.files import (
     LOCK_FILE,
+    STANDARD_OUTPUT,
     check_own_folder,
     check_writable_folder,
     foreign_files,
@@ -100,6 +101,7 @@ from segrl.tracking.runs import (
     resuming,
     start_run,
 )
+from segrl.tracking.store import store_write_failure
 
 C = TypeVar("C")
 RUNS_ROOT = "runs"
@@ -395,6 +397,7 @@ class RunDir:
         ``failure``'s), ``what`` could not be done and why, the last good checkpoint, and how to
         resume."""
         file = file or failure.filename or self.path
+        folder = file if str(file) == STANDARD_OUTPUT else Path(file).parent
         last = self.info.get("step") if self.has_checkpoint else None
         kept = (
             f"the last good checkpoint is {self.checkpoint_path} (step {last})"
@@ -403,7 +406,7 @@ class RunDir:
         )
         return WriteError(
             f"{file}: {what} ({failure.strerror}); {kept}. "
-            f"{write_remedy(failure, Path(file).parent).capitalize()} and run the same command "
+            f"{write_remedy(failure, folder).capitalize()} and run the same command "
             "again to resume"
         )
 
@@ -699,11 +702,14 @@ class Job:
     def __exit__(self, exc_type, exc, tb) -> bool:
         """End the MLflow run (KILLED, resumable, after a Ctrl-C, a SIGTERM or a failed write) and
         let go of the run folder. A full disk or an unwritable folder met while saving the model or
-        logging an artifact is raised as a ``WriteError`` naming the file and the last good
-        checkpoint."""
+        logging an artifact, or a tracking store whose disk is full, is raised as a ``WriteError``
+        naming the file and the last good checkpoint (a store with no room to record the run's end
+        leaves it RUNNING, to be resumed)."""
         self.close_progress()
         unlock_folder(self.run.path)
-        failure = None if isinstance(exc, SegrlError | KeyboardInterrupt) else write_failure(exc)
+        failure = None
+        if not isinstance(exc, SegrlError | KeyboardInterrupt):
+            failure = write_failure(exc) or store_write_failure(exc)
         if failure is not None and failure.filename is None:  # segrl's own writes name their file
             failure.filename = active_artifact_folder()
         if isinstance(exc, KeyboardInterrupt | WriteError) or failure is not None:

@@ -79,6 +79,9 @@ class LoadedSegmenter:
     cased: bool = False
     """Whether it was trained on text with upper case (a segmented corpus is read as written): it
     is then given text as it comes, not lower-cased."""
+    characters: frozenset[str] = frozenset()
+    """The characters it was trained on (its pieces' or morphs', for another tool's model file);
+    others it sees as unknown. Upper case among them makes it ``cased``."""
 
     def _case(self, text: str) -> str:
         return text if self.cased else text.lower()
@@ -249,7 +252,11 @@ def _load_model_file(path: Path) -> LoadedSegmenter:
     a FlatCat analysis without its parameters and anything else are refused."""
     from segrl.baselines import flatcat
     from segrl.baselines.morfessor import MorfessorSegmenter, refuse_binary_model
-    from segrl.baselines.sentencepiece import SentencePieceSegmenter
+    from segrl.baselines.sentencepiece import (
+        SentencePieceSegmenter,
+        is_cut_sentencepiece_model,
+        model_proto_problem,
+    )
     from segrl.baselines.yttm import YttmBPE, has_numbers_only, is_yttm_model
 
     flatcat.refuse_binary_model(path)
@@ -269,6 +276,11 @@ def _load_model_file(path: Path) -> LoadedSegmenter:
             f"{path}: lines of numbers only, as a youtokentome model has, but not laid out as one "
             f"(damaged or cut short?); give {MODEL_FILE_KINDS}, or a folder a segrl job wrote"
         )
+    if is_cut_sentencepiece_model(path):  # SentencePiece's loader would take what is left
+        raise ModelError(
+            f"{path}: a SentencePiece model cut short ({model_proto_problem(path.read_bytes())}); "
+            "give the whole file spm_train wrote, or train the model again"
+        )
     try:
         return _classic(SentencePieceSegmenter.from_model_file(path), path)
     except ModelError:
@@ -286,8 +298,15 @@ def _load_model_file(path: Path) -> LoadedSegmenter:
 def _classic(segmenter: Segmenter, source: Path) -> LoadedSegmenter:
     """A classic segmenter (``segrl.baselines.Segmenter``) as a loaded one."""
     sample = getattr(segmenter, "sample", None)
-    cased = _has_upper(segmenter.characters())
-    return LoadedSegmenter("classic", source, segmenter.segment_words, _sample=sample, cased=cased)
+    characters = frozenset(segmenter.characters())
+    return LoadedSegmenter(
+        "classic",
+        source,
+        segmenter.segment_words,
+        _sample=sample,
+        cased=_has_upper(characters),
+        characters=characters,
+    )
 
 
 def _has_upper(characters) -> bool:
@@ -295,13 +314,25 @@ def _has_upper(characters) -> bool:
     return any(c != c.lower() for c in characters)
 
 
+def _vocab_characters(vocab) -> frozenset[str]:
+    """The characters of a ``CharVocab`` (not its special symbols, nor its placeholder)."""
+    from segrl.data.vocab import SPECIALS
+
+    return frozenset(vocab.symbols) - {*SPECIALS, vocab.placeholder}
+
+
 def _load_agent(folder: Path, device: str) -> LoadedSegmenter:
     from segrl.agents.segmenter import AgentSegmenter
 
     agent = AgentSegmenter.load(folder, device)
-    cased = _has_upper(agent.vocab.symbols)
+    characters = _vocab_characters(agent.vocab)
     return LoadedSegmenter(
-        "agent", folder, agent.segment_sentences, agent.segment_sentences, cased=cased
+        "agent",
+        folder,
+        agent.segment_sentences,
+        agent.segment_sentences,
+        cased=_has_upper(characters),
+        characters=characters,
     )
 
 
@@ -310,8 +341,14 @@ def _load_slm(folder: Path, device: str) -> LoadedSegmenter:
     from segrl.lm.segmenter import LMSegmenter
 
     model = load_lm(folder, device)
-    cased = _has_upper(model.vocab.symbols)
-    return LoadedSegmenter("slm", folder, LMSegmenter(model).segment_words, cased=cased)
+    characters = _vocab_characters(model.vocab)
+    return LoadedSegmenter(
+        "slm",
+        folder,
+        LMSegmenter(model).segment_words,
+        cased=_has_upper(characters),
+        characters=characters,
+    )
 
 
 def _load_units(folder: Path, device: str) -> LoadedSegmenter:
@@ -328,7 +365,7 @@ def _load_units(folder: Path, device: str) -> LoadedSegmenter:
         limit = getattr(config.arch, "max_len", None)
         return segment_in_pieces(segment_pieces, texts, limit, f"{folder}: a unit model")
 
-    return LoadedSegmenter("units", folder, segment, segment)
+    return LoadedSegmenter("units", folder, segment, segment, characters=_vocab_characters(vocab))
 
 
 _LOADERS: dict[str, Callable[[Path, str], LoadedSegmenter]] = {

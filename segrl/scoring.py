@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from segrl.data.corpus import gold_utterances
-from segrl.data.gold import BUNDLED_GOLD, GoldWord, gold_fingerprint, load_gold
+from segrl.data.gold import (
+    BUNDLED_GOLD,
+    GoldWord,
+    check_gold_characters,
+    gold_fingerprint,
+    load_gold,
+)
 from segrl.data.languages import gold_language
 from segrl.data.segmented import is_segmented
 from segrl.errors import DataError, DataWarning
@@ -65,7 +71,9 @@ def utterance_fingerprint(utterances: Sequence[str]) -> str:
 
 def evaluate_model(model: str, golds: Sequence[str | None]) -> list[GoldScores]:
     """A trained segmenter (folder or MLflow URI) on each gold file (None: the bundled set); a
-    segmented source (``segmented:PATH``) scores it as word discovery on its utterances."""
+    segmented source (``segmented:PATH``) scores it as word discovery on its utterances. A gold
+    set most of whose characters the model does not know (another script) is a ``DataError``, as
+    it is against a corpus (``segrl.data.gold.check_gold_characters``)."""
     from segrl.loading import load_segmenter
 
     segmenter = load_segmenter(model)
@@ -78,6 +86,15 @@ def evaluate_model(model: str, golds: Sequence[str | None]) -> list[GoldScores]:
             out.append(GoldScores(path, metrics, utterance_fingerprint(utterances), n, n))
             continue
         gold = load_gold(path)
+        if segmenter.characters:  # the gold check of baseline and train, against the model's
+            check_gold_characters(
+                gold,
+                segmenter.characters,
+                path,
+                f"the model {model}",
+                "the language and script the model was trained on (or a model of the gold "
+                "set's language)",
+            )
         metrics = evaluate_word_segmenter(segmenter.segment_words, gold)
         out.append(
             GoldScores(gold_label(path), metrics, gold_fingerprint(gold), len(gold), len(gold))

@@ -100,7 +100,7 @@ def test_errors(corpus, tmp_path):
         SentencePieceBPE.load(saved)
     bpe = SentencePieceBPE(vocab_size=60).train(corpus).save(tmp_path / "bpe")
     (bpe / "sentencepiece.model").write_bytes(b"not a model")
-    with pytest.raises(ModelError, match="cannot load"):
+    with pytest.raises(ModelError, match="sentencepiece.model: not the file this segmenter was"):
         Segmenter.load(bpe)
 
 

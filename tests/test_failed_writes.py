@@ -10,7 +10,9 @@ import errno
 import fnmatch
 import os
 import shutil
+import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from segrl.jobs import CHECKPOINT_FILE, RunDir
 from segrl.tracking.runs import active_artifact_folder, log_text
 from segrl.tracking.store import local_folder
 
+from .conftest import CHECKOUT
 from .test_jobs import Toy, ToyConfig, run_toy
 
 
@@ -241,3 +244,123 @@ def test_train_on_a_full_disk_exits_2_and_resumes(
     run = RunDir(out)
     assert run.finished and run.info["step"] == 8 and run.info["mlflow_run_id"] == run_id
     assert MlflowClient().get_run(run_id).info.status == "FINISHED"
+
+
+def test_an_artifact_disk_full_at_the_start_ends_every_command_in_one_line(
+    mlflow_store, small_corpus_file, capsys
+):
+    """The up-front check of the artifact folder creates a file, which a full disk still allows;
+    logging the run's config is the first write that fails. Every command that starts a run ends
+    in one line, its MLflow run KILLED (none FAILED) and no run folder left; the same command
+    runs once there is room."""
+    corpus = ["--corpus", str(small_corpus_file), "--min-char-count", "1"]
+    small = [*corpus, "--gold-max-words", "20", "--max-sentences", "20"]
+    jobs = [*small, "--threads", "1"]
+    predictions = mlflow_store / "pred.txt"
+    predictions.write_text("walk ed\n", encoding="utf-8")
+    gold = mlflow_store / "gold.tsv"
+    gold.write_text("walked\twalk @@ed\t010\n", encoding="utf-8")
+    commands = {
+        "baseline": ["baseline", "--method", "characters", *small, "--out", "b"],
+        "train": ["train", *jobs, "--steps", "2", "--out", "t"],
+        "units": ["units", "train", "--model", "transformer", *jobs, "--steps", "1", "--out", "u"],
+        "lm": ["lm", "train", *jobs, "--steps", "1", "--out", "l"],
+        "evaluate": ["evaluate", "--predictions", str(predictions), "--gold", str(gold), "--log"],
+    }
+    main(["baseline", "--method", "words", *small])  # the store and its artifact root, made
+    artifacts = Path(local_folder(MlflowClient().search_experiments()[0].artifact_location))
+    capsys.readouterr()
+    with full_disk(artifacts):
+        for name, args in commands.items():
+            assert main(args) == EXIT_USER_ERROR, name
+            err = capsys.readouterr().err
+            # evaluate --log logs no config file: its first artifact is its scores' figure
+            what = "cannot write it" if name == "evaluate" else "cannot log the run's config"
+            done = "" if name == "evaluate" else "nothing was run, and "
+            expected = (
+                f"segrl: error: {artifacts}/*/artifacts: {what} (No space left on device); "
+                f"{done}the MLflow run ends KILLED. Free space on the disk of "
+                f"{artifacts}/*/artifacts and run the same command again"
+            )
+            assert fnmatch.fnmatch(err.strip(), expected) and err.count("\n") == 1, (name, err)
+    runs = MlflowClient().search_runs(
+        [e.experiment_id for e in MlflowClient().search_experiments()]
+    )
+    assert sorted(r.info.status for r in runs) == ["FINISHED"] + ["KILLED"] * len(commands)
+    assert not any((mlflow_store / out).exists() for out in ("b", "t", "u", "l"))
+    assert main(commands["train"]) == 0
+
+
+def test_a_tracking_store_whose_disk_fills_mid_run(mlflow_store, capfd):
+    """SQLite's own 'database or disk is full' (its page limit reached, as a full disk stops
+    it): one line naming the database and the last good checkpoint, no traceback; the run ends
+    KILLED (a status changed in place needs no room; where even that fails, it stays RUNNING), and
+    the same command resumes it."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    config = ToyConfig(out=str(mlflow_store / "run"), steps=400)
+    pages: list[int] = []
+
+    def no_room_to_grow(connection, cursor, statement, parameters, context, executemany):
+        if pages:
+            cursor.execute(f"PRAGMA max_page_count = {pages[0]}")
+
+    def fill(step: int, stats: dict) -> bool:
+        if step == 11 and not pages:
+            with contextlib.closing(sqlite3.connect(mlflow_store / "mlflow.db")) as db:
+                pages.append(db.execute("PRAGMA page_count").fetchone()[0])
+        return False
+
+    event.listen(Engine, "before_cursor_execute", no_room_to_grow)
+    try:
+        with pytest.raises(WriteError) as raised:
+            run_toy(config, on_step=fill)
+        run = RunDir(mlflow_store / "run")
+        expected = (
+            f"{mlflow_store / 'mlflow.db'}: cannot write it (No space left on device); the last "
+            f"good checkpoint is {run.checkpoint_path} (step *). Free space on the disk of "
+            f"{mlflow_store} and run the same command again to resume"
+        )
+        assert fnmatch.fnmatch(str(raised.value), expected), str(raised.value)
+        last = run.info["step"]
+        assert last >= 10 and not run.finished  # past the first checkpoint after it filled
+        err = capfd.readouterr().err
+        assert "Traceback" not in err and "database or disk is full" not in err, err
+        run_id = run.info["mlflow_run_id"]
+        assert MlflowClient().get_run(run_id).info.status == "KILLED"
+        pages[0] = 2**30  # room made (connections MLflow keeps open had the limit)
+        assert run_toy(config).job.resumed_from == last
+    finally:
+        event.remove(Engine, "before_cursor_execute", no_room_to_grow)
+    assert run.info["mlflow_run_id"] == run_id and run.finished
+    assert MlflowClient().get_run(run_id).info.status == "FINISHED"
+
+
+@pytest.mark.parametrize("command", [["data"], ["segment", "--model", "{model}", "{words}"]])
+def test_standard_output_on_a_full_disk(mlflow_store, small_corpus_file, command):
+    """``segrl ... > /dev/full``: every write to it fails with the kernel's ENOSPC."""
+    if not Path("/dev/full").exists():
+        pytest.skip("/dev/full (a device that is always full) is Linux's")
+    model = mlflow_store / "chars"
+    words = mlflow_store / "words.txt"
+    words.write_text("walked\n" * 5000, encoding="utf-8")  # more than the output's buffer
+    corpus = ["--corpus", str(small_corpus_file), "--min-char-count", "1"]
+    assert main(["baseline", "--method", "characters", *corpus, "--out", str(model)]) == 0
+    args = [a.format(model=model, words=words) for a in command]
+    if command == ["data"]:
+        args += corpus
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "segrl", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(CHECKOUT)},
+            timeout=300,
+        )
+    assert done.returncode == EXIT_USER_ERROR, done.stderr
+    assert done.stderr == (
+        "segrl: error: cannot write standard output (No space left on device); send standard "
+        "output to a disk with room, or to a writable file\n"
+    )

@@ -45,8 +45,11 @@ def test_file_in_neither_format_names_the_line(tmp_path):
     with pytest.raises(DataError, match=r"gold\.txt:2: not a gold segmentation line"):
         read_gold(path)
     labels_only = write(tmp_path, "walked\twalk_V +PAST\n", "labels.txt")
-    with pytest.raises(DataError, match="no surface segmentations"):
+    with pytest.raises(DataError, match=r"labels\.txt:1: 'walked' is analysed as labels"):
         read_gold(labels_only)
+    canonical_only = write(tmp_path, "subsidised\tsubside @@y @@ise @@ed\t110\n", "canon.txt")
+    with pytest.raises(DataError, match="no surface segmentations"):
+        read_gold(canonical_only)
     with pytest.raises(DataError, match="empty"):
         read_gold(write(tmp_path, "\n", "empty.txt"))
     with pytest.raises(DataError, match="no such file"):
@@ -66,3 +69,89 @@ def test_bundled_gold():
 def test_shared_sigmorphon_dev_matches_bundled():
     gold = read_gold(shared_path("sigmorphon2022", "eng.word.dev.tsv"))
     assert {g.word for g in gold} == {g.word for g in bundled_gold()}
+
+
+LABELS_GOLD = (
+    "".join(f"{w}ed\t{w}_V +PAST\n" for w in ["walk", "talk", "jump", "play", "work"] * 4)
+    + "and\tand\nthe\tthe\nof\tof\n"
+)
+"""20 rows of labels (``walked<TAB>walk_V +PAST``), then 3 identity rows: the probe's file."""
+
+
+def test_a_gold_file_mostly_of_labels_is_refused_naming_a_row(tmp_path):
+    path = write(tmp_path, LABELS_GOLD, "labels.tsv")
+    with pytest.raises(DataError) as refused:
+        read_gold(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}:1: 'walked' is analysed as labels ('walk_V +PAST')")
+    assert "20 of its 23 rows" in message and "3 are surface segmentations" in message
+    assert "\n" not in message
+    # a few labelled rows among surface ones are dropped as before
+    mostly_surface = write(tmp_path, LABELS_GOLD.replace("_V +PAST", " ed", 17))
+    assert {g.word: g.analyses for g in read_gold(mostly_surface)}["walked"] == (("walk", "ed"),)
+
+
+def test_canonical_rows_are_not_taken_for_labels(tmp_path):
+    """SIGMORPHON 2022's Spanish dev set is 88% canonical rows (lower-case letters, a proper
+    noun's capital now and then): dropped, as before, without refusing the file."""
+    rows = [
+        "hablaste\thablar @@aste\t010",
+        "mexicanidad\tMéxico @@ano @@idad\t010",
+        "cantamos\tcantar @@amos\t010",
+        "comimos\tcomer @@imos\t010",
+        "vivieron\tvivir @@ieron\t010",
+        "casas\tcasa @@s\t010",
+    ]
+    gold = read_gold(write(tmp_path, "\n".join(rows) + "\n", "spa.tsv"))
+    assert [g.word for g in gold] == ["casas"]
+
+
+def test_the_shared_sigmorphon_sets_still_read():
+    for name, words in [("spa.word.dev.tsv", 9996), ("mon.word.dev.tsv", 651)]:
+        assert len(read_gold(shared_path("sigmorphon2022", name))) == words
+
+
+def test_every_command_that_reads_gold_refuses_another_script_and_labels(
+    mlflow_store, small_corpus_file, capsys
+):
+    """``evaluate --model`` refuses a gold set in another script as ``baseline`` does (against the
+    model's characters, not a corpus), and every command refuses a file mostly of labels, before
+    any run is logged."""
+    from mlflow.tracking import MlflowClient
+
+    from segrl.agents.policies import PolicyConfig, SegmenterPolicy
+    from segrl.agents.segmenter import AgentSegmenter
+    from segrl.cli import EXIT_USER_ERROR, main
+    from segrl.data.corpus import PLACEHOLDER
+    from segrl.data.vocab import CharVocab
+
+    corpus = ["--corpus", str(small_corpus_file), "--min-char-count", "1"]
+    model = mlflow_store / "chars"
+    assert main(["baseline", "--method", "characters", *corpus, "--out", str(model)]) == 0
+    vocab = CharVocab.from_texts(["the cat sat walked"], PLACEHOLDER)
+    policy = SegmenterPolicy(len(vocab), 2, 32, PolicyConfig(embedding_dim=8, hidden_dim=8), 1)
+    agent = AgentSegmenter(policy, vocab).save(mlflow_store / "agent")
+    russian = write(mlflow_store, "домами\tдом @@ами\t100\nкнигами\tкниг @@ами\t100\n", "ru.tsv")
+    labels = write(mlflow_store, LABELS_GOLD, "labels.tsv")
+    english = write(mlflow_store, "walked\twalk @@ed\t010\nthe\tthe\t000\n", "en.tsv")
+    runs = len(MlflowClient().search_runs(["1"]))
+    capsys.readouterr()
+
+    def refused(args: list[str], expected: str) -> None:
+        assert main(args) == EXIT_USER_ERROR, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and expected in err, err
+
+    for folder in (model, agent):
+        evaluate = ["evaluate", "--model", str(folder), "--log"]
+        refused(
+            [*evaluate, "--gold", str(russian)],
+            f"{russian}: only 0% of its characters occur in the model {folder}",
+        )
+        refused([*evaluate, "--gold", str(labels)], f"{labels}:1: 'walked' is analysed as labels")
+    refused(["baseline", "--method", "characters", *corpus, "--gold", str(russian)], "only 0%")
+    for command in (["baseline", "--method", "characters"], ["data"]):
+        refused([*command, *corpus, "--gold", str(labels)], "is analysed as labels")
+    assert len(MlflowClient().search_runs(["1"])) == runs
+    assert main(["evaluate", "--model", str(model), "--gold", str(english)]) == 0
+    assert "boundary P/R/F1 0.143 / 1.000 / 0.250" in capsys.readouterr().out

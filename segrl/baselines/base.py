@@ -8,6 +8,7 @@ restored afterwards, so ``"".join(segment(w)) == w`` always holds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -25,6 +26,11 @@ class Segmenter(ABC):
     file, ``_save_files``/``_load_files``."""
 
     method: ClassVar[str]
+    native_files: ClassVar[tuple[str, ...]] = ()
+    """The files ``_save_files`` writes that a native library reads (which cannot tell a damaged
+    file from a different model, and may abort the process on one): ``save`` records their size
+    and SHA-256 in ``segmenter.json``, and ``load`` refuses a file that no longer matches before
+    the library sees it."""
     _classes: ClassVar[dict[str, type[Segmenter]]] = {}
     """Every segmenter class by its ``method``, each entered as it is defined, so that ``load``
     finds the class of a saved segmenter without importing the registry above this module."""
@@ -94,6 +100,8 @@ class Segmenter(ABC):
                 "alphabet": None if self.alphabet is None else sorted(self.alphabet),
                 "placeholder": self.placeholder,
             }
+            if self.native_files:
+                meta["files"] = {name: _fingerprint(tmp / name) for name in self.native_files}
             (tmp / META_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
         return path
 
@@ -132,6 +140,7 @@ class Segmenter(ABC):
             raise ModelError(
                 f"{meta_file}: options that make no {method} segmenter ({e})"
             ) from None
+        _check_fingerprints(path, meta.get("files"))
         segmenter._load_files(path)
         segmenter.trained = True
         return segmenter
@@ -153,6 +162,40 @@ class Segmenter(ABC):
 
     def _load_files(self, folder: Path) -> None:  # noqa: B027
         pass
+
+
+def _fingerprint(path: Path) -> dict[str, Any]:
+    """The size and SHA-256 of the file ``path``, as ``segmenter.json`` records them."""
+    data = path.read_bytes()
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _check_fingerprints(folder: Path, recorded: Any) -> None:
+    """Raise ``ModelError`` unless each file ``recorded`` (``segmenter.json``'s ``files``; absent
+    in folders saved before it was kept) is still the one ``save`` wrote into ``folder``."""
+    if recorded is None:
+        return
+    if not isinstance(recorded, dict):
+        raise ModelError(f"{folder / META_FILE}: 'files' must map file names to their fingerprints")
+    for name, saved in recorded.items():
+        path = folder / name
+        try:
+            found = _fingerprint(path)
+        except OSError as e:
+            raise ModelError(f"{path}: cannot read it ({e.strerror})") from None
+        if found == saved:
+            continue
+        if not isinstance(saved, dict):
+            raise ModelError(f"{folder / META_FILE}: no size and SHA-256 recorded for {name}")
+        how = (
+            f"{found['bytes']} bytes, saved with {saved.get('bytes')}"
+            if saved.get("bytes") != found["bytes"]
+            else "its content differs from what was saved"
+        )
+        raise ModelError(
+            f"{path}: not the file this segmenter was saved with ({how}): damaged or changed "
+            f"since; copy the folder again from where it was saved, or train the segmenter again"
+        )
 
 
 def _strings(value: Any, name: str) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
+from google.protobuf.message import DecodeError
 from sentencepiece.sentencepiece_model_pb2 import ModelProto, TrainerSpec
 
 from segrl.baselines.base import Segmenter, check_vocab_size
@@ -39,6 +40,7 @@ class SentencePieceSegmenter(Segmenter):
     """
 
     method = "sentencepiece"
+    native_files = (MODEL_FILE,)
 
     def __init__(
         self, model_type: str = "unigram", vocab_size: int = 2000, character_coverage: float = 1.0
@@ -64,6 +66,9 @@ class SentencePieceSegmenter(Segmenter):
             proto = path.read_bytes()
         except OSError as e:
             raise ModelError(f"{path}: cannot read it ({e.strerror})") from None
+        problem = model_proto_problem(proto)
+        if problem is not None:
+            raise ModelError(f"{path}: not a SentencePiece model ({problem})")
         try:
             segmenter._set_proto(proto)
         except RuntimeError as e:
@@ -175,12 +180,54 @@ class SentencePieceSegmenter(Segmenter):
         (folder / MODEL_FILE).write_bytes(self._proto)
 
     def _load_files(self, folder: Path) -> None:
+        path = folder / MODEL_FILE
         try:
-            self._set_proto((folder / MODEL_FILE).read_bytes())
-        except (OSError, RuntimeError) as e:
+            proto = path.read_bytes()
+        except OSError as e:
             raise ModelError(
-                f"{folder / MODEL_FILE}: cannot load the SentencePiece model ({e})"
+                f"{path}: cannot read the SentencePiece model ({e.strerror})"
             ) from None
+        problem = model_proto_problem(proto)
+        if problem is not None:
+            raise ModelError(
+                f"{path}: damaged or cut short ({problem}); copy it again from where the model "
+                "was saved, or train the model again"
+            )
+        try:
+            self._set_proto(proto)
+        except RuntimeError as e:
+            raise ModelError(f"{path}: cannot load the SentencePiece model ({e})") from None
+
+
+def model_proto_problem(proto: bytes) -> str | None:
+    """What keeps ``proto`` from being a whole SentencePiece model, or None: it must parse as
+    SentencePiece's ``ModelProto`` and hold pieces, then the trainer's and the normaliser's
+    settings, in the order SentencePiece writes them. A model cut short loses the settings at its
+    end, and SentencePiece's own loader then takes what is left and segments otherwise (an empty
+    file loads as no model at all), so the file is read here first, by protobuf, which runs no code."""
+    if not proto:
+        return "an empty file"
+    try:
+        model = ModelProto.FromString(proto)
+    except DecodeError:
+        return "not laid out as SentencePiece's ModelProto"
+    if not model.pieces:
+        return "no pieces"
+    missing = [name for name in ("trainer_spec", "normalizer_spec") if not model.HasField(name)]
+    if missing:
+        return f"its {len(model.pieces)} pieces are not followed by its {' and '.join(missing)}"
+    return None
+
+
+def is_cut_sentencepiece_model(path: Path) -> bool:
+    """Whether the file ``path`` holds SentencePiece pieces but not the settings that follow them
+    in a whole model (one cut short: ``model_proto_problem``)."""
+    try:
+        proto = path.read_bytes()
+        model = ModelProto.FromString(proto)
+    except (OSError, DecodeError):
+        return False
+    return len(model.pieces) > 1 and model_proto_problem(proto) is not None
 
 
 class SentencePieceBPE(SentencePieceSegmenter):

@@ -20,6 +20,7 @@ WORD_MARKER = "\u2581"
 """What starts a word's first piece in youtokentome's pieces."""
 INSTALL = "pip install Cython wheel && pip install --no-build-isolation youtokentome"
 _NUMBERS = re.compile(r"-?[0-9]+(?: -?[0-9]+)*")
+_DIGITS_AND_SPACES = re.compile(r"[-0-9 \n]*")
 
 
 def yttm_available() -> bool:
@@ -38,6 +39,7 @@ class YttmBPE(Segmenter):
     """
 
     method = "yttm-bpe"
+    native_files = (MODEL_FILE,)
 
     def __init__(self, vocab_size: int = 2000):
         if not yttm_available():
@@ -120,10 +122,11 @@ def is_yttm_model(path: Path) -> bool:
 
 
 def has_numbers_only(path: Path) -> bool:
-    """Whether every line of the file ``path`` is numbers, as a youtokentome model's are (one that
-    is not laid out as one is damaged or cut short, and no other tool's model)."""
+    """Whether the file ``path`` holds numbers only, as a youtokentome model does (one that is not
+    laid out as one is damaged or cut short, even within a number or after a space, and no other
+    tool's model)."""
     text = _numbers_text(path)
-    return text is not None and all(_NUMBERS.fullmatch(line) for line in text.splitlines())
+    return text is not None and _DIGITS_AND_SPACES.fullmatch(text) is not None
 
 
 def _numbers_text(path: Path) -> str | None:
@@ -142,8 +145,9 @@ def model_characters(text: str) -> list[str] | None:
     """The characters of the youtokentome model ``text`` (the file ``yttm bpe --model`` writes),
     or None if ``text`` is not laid out as one: a line ``CHARACTERS MERGES``, then a line
     ``codepoint id`` per character, a line ``left right id`` per merge (of ids defined above it),
-    and a line of the special pieces' ids. Told from the text alone, without youtokentome, so a
-    file of another kind never reaches its loader."""
+    and a line of the special pieces' ids; the word-start marker among the characters (youtokentome
+    aborts the process on a model without it). Told from the text alone, without youtokentome, so
+    a file of another kind, or one cut short, never reaches its loader."""
     lines = text.splitlines()
     if not lines or not _NUMBERS.fullmatch(lines[0]):
         return None
@@ -160,6 +164,8 @@ def model_characters(text: str) -> list[str] | None:
     if len(special) != 4 or any(len(r) != 2 or min(r) < 0 for r in characters):
         return None
     if any(not 0 <= codepoint < 0x110000 for codepoint, _id in characters):
+        return None
+    if ord(WORD_MARKER) not in {codepoint for codepoint, _id in characters}:
         return None
     defined = {piece for _codepoint, piece in characters}
     if len(defined) != n_characters:

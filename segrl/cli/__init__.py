@@ -1,16 +1,18 @@
 """The ``segrl`` command. Thin: parses arguments, builds a config, calls library functions.
 
 Each subcommand group lives in its own module with a ``register(subparsers)`` function; a user error
-(``SegrlError``, or a path with a name longer than the file system allows) is printed as one line on
-stderr with a non-zero exit code, never as a traceback. SIGTERM stops a command as Ctrl-C does (a
+(``SegrlError``, or a path with a name longer than the file system allows, or standard output on a
+full disk) is printed as one line on stderr with a non-zero exit code, never as a traceback. SIGTERM stops a command as Ctrl-C does (a
 training job at its next step, checkpointed): one line, exit code 128 + the signal (130, 143).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
+import io
 import os
 import signal
 import sys
@@ -18,6 +20,7 @@ import warnings
 
 from segrl import __version__
 from segrl.errors import DataWarning, SegrlError
+from segrl.files import STANDARD_OUTPUT, naming, write_remedy
 from segrl.processes import handling, raise_interrupt
 from segrl.tracking.tags import set_command
 
@@ -54,10 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     words = _command_words(parser, sys.argv[1:] if argv is None else argv)
     set_command(" ".join(["segrl", *words]))
+    stdout = sys.stdout
     try:
         with warnings.catch_warnings(), handling(raise_interrupt, [signal.SIGTERM]):
             warnings.showwarning = _show_warning
-            return args.func(args) or 0
+            sys.stdout = _NamedOutput(stdout)
+            code = args.func(args) or 0
+            sys.stdout.flush()  # here, not at exit, where a failure could only be a traceback
+            return code
     except SegrlError as e:
         print(f"segrl: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -71,10 +78,48 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout fails no more
         return 0
     except OSError as e:
+        if e.filename == STANDARD_OUTPUT:  # a full disk under `segrl ... > out.txt`
+            _discard_output(stdout)
+            print(
+                f"segrl: error: cannot write standard output ({e.strerror}); "
+                f"{write_remedy(e, STANDARD_OUTPUT)}",
+                file=sys.stderr,
+            )
+            return EXIT_USER_ERROR
         if e.errno != errno.ENAMETOOLONG:
             raise
         print(f"segrl: error: {e.filename}: {_NAME_TOO_LONG}", file=sys.stderr)
         return EXIT_USER_ERROR
+    finally:
+        sys.stdout = stdout
+
+
+class _NamedOutput:
+    """Standard output, whose failed writes (a full disk) name it (``STANDARD_OUTPUT``), so that
+    they end in one line, and a training job's in a resumable run, as a failed file write does."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        with naming(STANDARD_OUTPUT):
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        with naming(STANDARD_OUTPUT):
+            self._stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _discard_output(stdout) -> None:
+    """Send what is left in ``stdout``'s buffer, and anything written later, nowhere: the exit's
+    flush of it would fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(io.UnsupportedOperation):  # no file descriptor: a captured stdout
+        os.dup2(devnull, stdout.fileno())
+    os.close(devnull)
 
 
 def _command_words(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ import gzip
 import hashlib
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -95,6 +95,8 @@ def _parse(lines: Sequence[tuple[str, int, str]], name: str, lowercase: bool) ->
     fmt = detect_format(data)
     parse_line = _sigmorphon_entries if fmt == "sigmorphon" else _morpho_entries
     merged: dict[str, list[tuple[str, ...]]] = {}
+    kept_rows = 0
+    labelled: list[tuple[str, int, str, tuple[str, ...]]] = []
     for file, number, line in data:
         columns = line.rstrip("\r\n").split("\t")
         if len(columns) < 2 or len(columns) > 3 or not columns[0].strip():
@@ -103,20 +105,43 @@ def _parse(lines: Sequence[tuple[str, int, str]], name: str, lowercase: bool) ->
                 f"Morpho Challenge, or 'word<TAB>morph @@morph<TAB>category' as in SIGMORPHON 2022), "
                 f"got {line.strip()[:80]!r}"
             )
+        kept, label = False, None
         for word, analysis in parse_line(columns):
+            if label is None and _is_labels(word, analysis):
+                label = (file, number, word, analysis)
             if lowercase:
                 word, analysis = word.lower(), tuple(m.lower() for m in analysis)
             if "".join(analysis) != word or not all(analysis):
                 continue  # canonical, not surface: boundaries undefined on the word
+            kept = True
             known = merged.setdefault(word, [])
             if analysis not in known:
                 known.append(analysis)
+        kept_rows += kept
+        if not kept and label is not None:
+            labelled.append(label)
+    if len(labelled) > kept_rows:
+        file, number, word, analysis = labelled[0]
+        raise DataError(
+            f"{file}:{number}: {word!r} is analysed as labels ({' '.join(analysis)!r}), not as "
+            f"morphs that spell it, as {len(labelled)} of its {len(data)} rows are ({kept_rows} "
+            "are surface segmentations, and only they would be scored). Give a surface "
+            "segmentation gold file: 'word<TAB>morph morph' (Morpho Challenge, labels after "
+            "'morph:') or 'word<TAB>morph @@morph' (SIGMORPHON 2022)"
+        )
     if not merged:
         raise DataError(
             f"{name}: no surface segmentations found (read as {fmt} format): no analysis's morphs "
             "concatenate back to its word. Check the file is a segmentation gold standard, not labels."
         )
     return [GoldWord(word, tuple(analyses)) for word, analyses in merged.items()]
+
+
+def _is_labels(word: str, analysis: tuple[str, ...]) -> bool:
+    """Whether ``analysis`` of ``word`` (as written) holds labels rather than morphs: a character
+    the word does not have that is upper case or no letter (``walk_V +PAST``). Canonical analyses
+    (``subside @@y``) have lower-case letters only, bar a proper noun's rare capital."""
+    return any((c.isupper() or not c.isalpha()) and c not in word for m in analysis for c in m)
 
 
 def _morpho_entries(columns: list[str]) -> Iterator[tuple[str, tuple[str, ...]]]:
@@ -159,15 +184,34 @@ def check_gold_fits(gold: Sequence[GoldWord], corpus: Corpus, gold_source: str |
         )
     check_gold_language(source, gold_source)
     vocab = corpus.vocab
+    known = set(vocab.symbols) - {vocab.placeholder}
+    check_gold_characters(
+        gold,
+        known,
+        gold_source,
+        "the corpus",
+        "the corpus's language and script (or the corpus of the gold set's language)",
+    )
+
+
+def check_gold_characters(
+    gold: Sequence[GoldWord],
+    known: Container[str],
+    gold_source: str | None,
+    holder: str,
+    advice: str,
+) -> None:
+    """Refuse a gold set most of whose characters are not ``known`` to ``holder`` (a corpus, a
+    trained model): a gold set in another script, which would score every segmenter on
+    placeholders. ``advice`` ends the error's 'give a gold set in ...'."""
     chars = [c for g in gold for c in g.word if not c.isspace()]
     if not chars:
         return
-    known = sum(1 for c in chars if c in vocab and c != vocab.placeholder)
-    if known / len(chars) < MIN_SHARED_CHARACTERS:
+    share = sum(1 for c in chars if c in known) / len(chars)
+    if share < MIN_SHARED_CHARACTERS:
         raise DataError(
-            f"{gold_source or 'the bundled gold set'}: only {known / len(chars):.0%} of its "
-            "characters occur in the corpus; give a gold set in the corpus's language and script "
-            "(or the corpus of the gold set's language)"
+            f"{gold_source or 'the bundled gold set'}: only {share:.0%} of its characters occur "
+            f"in {holder}; give a gold set in {advice}"
         )
 
 

@@ -1,7 +1,9 @@
 """Runs and what they log: ``start_run`` checks the store is reachable before anything trains,
 logs the run's full config (as params and as ``config.toml``; a job's resolved config, every option
 a value, with the config as asked as ``requested.toml``), and marks the run FAILED if the job
-raises; a resumed run skips the metric steps it logged before it was interrupted.
+raises, or KILLED (with one line naming the file) where a write fails for a full disk or an
+unwritable folder, the store's included; a resumed run skips the metric steps it logged before it
+was interrupted.
 
 Runs of anything that finds units are tagged ``segrl.segmenter=<name>`` (``log_segmenter``) and log
 the standard metric names of ``segrl.metrics``; ``segrl.tracking.queries`` reads them back.
@@ -21,13 +23,15 @@ from mlflow.tracking import MlflowClient
 
 import mlflow
 from segrl.config import flatten_config, save_config
-from segrl.errors import TrackingError
+from segrl.errors import TrackingError, WriteError
+from segrl.files import write_failure, write_remedy
 from segrl.metrics import BOUNDARY_F1, F1_BY_LENGTH, length_figure
 from segrl.tracking.store import (
     DEFAULT_EXPERIMENT,
     check_artifact_folder,
     ensure_reachable,
     local_folder,
+    store_write_failure,
 )
 from segrl.tracking.tags import (
     CORPUS_FINGERPRINT_TAG,
@@ -86,8 +90,12 @@ def start_run(
                 f"tracking store {uri}: cannot continue run {resume_run_id} ({e}); resume with the store "
                 "the run started in (MLFLOW_TRACKING_URI and the folder you run in)"
             ) from None
-        with run, _killed_on_interrupt():
-            yield run
+        with run:
+            try:
+                yield run
+            except KeyboardInterrupt:  # as below
+                end_run_killed()
+                raise
         return
     parent = project_run_id()
     if nested:  # a child of the active run, in its experiment (a teacher beside its student)
@@ -111,26 +119,43 @@ def start_run(
     except mlflow.exceptions.MlflowException as e:
         raise TrackingError(f"tracking store {uri}: cannot start a run ({e})") from None
     with run:
-        params = flatten_config(config) if is_dataclass(config) else dict(config)
-        log_params(params)
-        saved = {"config.toml": config, "requested.toml": requested}
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, values in saved.items():
-                if is_dataclass(values):
-                    mlflow.log_artifact(str(save_config(values, Path(tmp) / name)))
-        with _killed_on_interrupt():
+        logging_config = True
+        try:
+            params = flatten_config(config) if is_dataclass(config) else dict(config)
+            log_params(params)
+            saved = {"config.toml": config, "requested.toml": requested}
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, values in saved.items():
+                    if is_dataclass(values):
+                        mlflow.log_artifact(str(save_config(values, Path(tmp) / name)))
+            logging_config = False
             yield run
+        except KeyboardInterrupt:  # Ctrl-C, or a stop signal raised as it: as the jobs end theirs
+            end_run_killed()
+            raise
+        except WriteError:  # a job's or a nested run's, said already: this run ends as theirs
+            end_run_killed()
+            raise
+        except Exception as e:  # MLflow's errors, OSError
+            failure = write_failure(e) or store_write_failure(e)
+            if failure is None or active_run_id() != run.info.run_id:
+                raise  # not a failed write; or a job's, which ended the run and says so itself
+            raise _killed_by(failure, uri, logging_config) from None
 
 
-@contextlib.contextmanager
-def _killed_on_interrupt() -> Iterator[None]:
-    """Ctrl-C (or a stop signal raised as it) inside a run ends the run KILLED, as the jobs end
-    theirs, where MLflow's own context would end it FAILED."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        end_run_killed()
-        raise
+def _killed_by(failure: OSError, uri: str, logging_config: bool) -> WriteError:
+    """End the active run KILLED after ``failure`` (a full disk, an unwritable folder: the
+    artifact folder's or the store's), and the one line that says so: a job's own handling
+    (``segrl.jobs``) has said it before this, with its checkpoint, where a job runs."""
+    where = failure.filename or active_artifact_folder() or uri
+    folder = where if os.path.isdir(where) else os.path.dirname(where)
+    end_run_killed()
+    what = "cannot log the run's config" if logging_config else "cannot write it"
+    done = "nothing was run, and " if logging_config else ""
+    return WriteError(
+        f"{where}: {what} ({failure.strerror}); {done}the MLflow run ends KILLED. "
+        f"{write_remedy(failure, folder).capitalize()} and run the same command again"
+    )
 
 
 def project_run_id() -> str | None:
@@ -147,9 +172,16 @@ def project_run_id() -> str | None:
 
 
 def end_run_killed() -> None:
-    """End the active run as KILLED (a job stopped by Ctrl-C, resumable), not FAILED."""
-    if mlflow.active_run() is not None:
-        mlflow.end_run(status="KILLED")
+    """End the active run as KILLED (a job stopped by Ctrl-C, resumable), not FAILED. Where the
+    store has no room left to record it, the run is let go as it is (RUNNING, until the command
+    is run again and resumes it)."""
+    if mlflow.active_run() is None:
+        return
+    try:
+        mlflow.end_run(status="KILLED")  # no longer the active run, even where this fails
+    except mlflow.exceptions.MlflowException as e:
+        if store_write_failure(e) is None:
+            raise
 
 
 def log_params(params: Mapping[str, Any]) -> None:

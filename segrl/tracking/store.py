@@ -9,6 +9,7 @@ written before a run starts; ``download_artifacts`` fetches an artifact of it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -35,6 +36,9 @@ os.environ.setdefault(
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+# MLflow logs each database error with its traceback before raising it again (with the same
+# cause): segrl reports the raised one, in one line where it can (``store_write_failure``)
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def tracking_uri() -> str:
@@ -135,6 +139,23 @@ def _create_store_once(uri: str, db: Path) -> None:
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     _created.add(uri)
+
+
+def store_write_failure(error: BaseException | None) -> OSError | None:
+    """The full disk behind ``error`` if the tracking store could not write for lack of space
+    (SQLite's ``database or disk is full``, however MLflow and SQLAlchemy wrap it), as the
+    ``OSError`` a full disk gives, naming the database file; else None."""
+    while error is not None:
+        code = getattr(error, "sqlite_errorcode", None)
+        if (
+            isinstance(error, sqlite3.Error)
+            and code is not None
+            and code & 0xFF == sqlite3.SQLITE_FULL
+        ):
+            uri = absolute_tracking_uri()
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), uri.removeprefix("sqlite:///"))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def check_artifact_folder(location: str, uri: str) -> None:
