@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, validate_config
 from segrl.data import (
@@ -47,9 +47,9 @@ from segrl.errors import ConfigError
 from segrl.jobs import RUNS_ROOT, Job, JobStart, RunDir, resolve_job_tables
 from segrl.lm.base import SegmentLM
 from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, table_lm
+from segrl.lm.decoding import LM_KIND, LMSegmenter
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.models import build_lm, save_lm
-from segrl.lm.slm import SLM
 from segrl.lm.training import LMTrainer, bits_per_char, improved, settled, training_texts
 from segrl.metrics import (
     BITS_PER_CHAR,
@@ -151,62 +151,6 @@ class LMTrainConfig:
                 f"segrl lm train trains slm by marginal likelihood; {prefix}lm.model = "
                 f"{self.lm.model!r} needs given segmentations (see segrl lm levels)"
             )
-
-
-LMDecoding = Literal["viterbi", "posterior"]
-
-LM_KIND = "lm"
-"""The ``segrl.kind`` of segmenters that are language models (``segrl compare --kind lm``)."""
-
-
-class LMSegmenter:
-    """Segmentation of words by a trained ``slm``: ``viterbi`` (the most probable segmentation) or
-    ``posterior`` (a split wherever the exact posterior probability that a segment ends there is
-    above ``threshold``; at one half, the default, the segmentation with the most boundaries right
-    in expectation; lower, denser: ``tools/teacher_density.py`` reads a teacher along its density
-    this way)."""
-
-    def __init__(
-        self,
-        model: SLM,
-        batch_size: int = 256,
-        decoding: LMDecoding = "viterbi",
-        threshold: float = 0.5,
-    ):
-        if decoding not in ("viterbi", "posterior"):
-            raise ConfigError(f"decoding must be viterbi or posterior, got {decoding!r}")
-        if not 0.0 < threshold < 1.0:
-            raise ConfigError(f"the posterior threshold must be between 0 and 1, got {threshold}")
-        self.model = model
-        self.batch_size = batch_size
-        self.decoding = decoding
-        self.threshold = threshold
-
-    def segment_words(self, words: list[str]) -> list[list[str]]:
-        order = sorted(range(len(words)), key=lambda i: len(words[i]))
-        out: list[list[str]] = [[] for _ in words]
-        self.model.eval()
-        for begin in range(0, len(order), self.batch_size):
-            chunk = [i for i in order[begin : begin + self.batch_size] if words[i]]
-            if not chunk:
-                continue
-            texts = [words[i] for i in chunk]
-            chars = self.model.encode(texts)
-            if self.decoding == "posterior":
-                ends = self.model.boundary_posteriors(chars).cpu() > self.threshold  # [B, L]
-                for i, text, row in zip(chunk, texts, ends, strict=True):
-                    cuts = [k + 1 for k in range(len(text) - 1) if row[k]]
-                    out[i] = [
-                        text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)
-                    ]
-                continue
-            best, _ = self.model.viterbi(chars)
-            for i, segments in zip(chunk, best.segments(), strict=True):
-                out[i] = segments
-        return out
-
-    def segment_sentence(self, sentence: str) -> list[list[str]]:
-        return self.segment_words(sentence.split())
 
 
 def train_steps(config: LMTrainConfig, texts: int) -> int:
