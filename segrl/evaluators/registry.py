@@ -18,8 +18,12 @@ from segrl.errors import ConfigError
 from segrl.lm.config import LMConfig, table_lm
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import torch
+
     from segrl.data import Corpus, GoldWord
-    from segrl.evaluators.base import Evaluator
+    from segrl.evaluators.base import Evaluator, Teacher
 
 EvaluatorName = Literal["morfessor", "gold", "lm"]
 """The evaluators ``EvaluatorConfig.name`` may name, in the order of ``EVALUATORS``."""
@@ -350,6 +354,18 @@ def evaluator_class(name: str) -> type[Evaluator]:
             f"unknown evaluator {name!r}; choose one of: {', '.join(EVALUATORS)}"
         ) from None
     return getattr(importlib.import_module(module), attribute)
+
+
+TEACHER = "segrl.evaluators.lm:PosteriorTeacher"
+"""The class of the teachers a saved agent keeps beside its policy (``Teacher``), by import path: the
+LM evaluator's posterior, the one an evaluator gives (``EvaluatorConfig.teaches``)."""
+
+
+def load_teacher(path: Path, device: str | torch.device = "cpu") -> Teacher:
+    """The teacher saved in the folder ``path`` (``Teacher.save``), for a saved agent whose policy
+    reads it; a ``ModelError`` where there is none or it is damaged."""
+    module, _, attribute = TEACHER.partition(":")
+    return getattr(importlib.import_module(module), attribute).load(path, device)
 
 
 def build_evaluator(
