@@ -337,8 +337,8 @@ def _load_agent(folder: Path, device: str) -> LoadedSegmenter:
 
 
 def _load_slm(folder: Path, device: str) -> LoadedSegmenter:
+    from segrl.lm.decoding import LMSegmenter
     from segrl.lm.models import load_lm
-    from segrl.lm.segmenter import LMSegmenter
 
     model = load_lm(folder, device)
     characters = _vocab_characters(model.vocab)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from segrl.agents.config import AGENT_NAMES
-from segrl.agents.registry import AGENTS
+from segrl.agents.registry import AGENT_NAMES, AGENTS
 from segrl.baselines import SEGMENTERS, Segmenter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,9 +169,9 @@ def test_an_exception_that_matches_no_import_breaks_the_check(tmp_path):
     assert "segrl.lm.slm -> segrl.jobs" in result.stdout + result.stderr
 
 
-def test_the_agent_names_below_the_registry_are_the_registry_s():
-    """``TrainConfig`` checks ``agent`` against names it holds itself (the registry sits above the
-    config, importing the jobs that import it): they must be the registry's."""
+def test_the_agent_names_the_config_checks_are_the_registry_s():
+    """``TrainConfig`` checks ``agent`` against a ``Literal`` (``AgentName``): its names must be
+    the registry's, in its order."""
     assert tuple(AGENTS) == AGENT_NAMES
 
 
@@ -182,6 +181,21 @@ def test_the_evaluator_names_the_config_checks_are_the_registry_s():
     from segrl.evaluators.registry import EVALUATORS, EvaluatorName
 
     assert tuple(EVALUATORS) == typing.get_args(EvaluatorName)
+
+
+def test_every_lm_reward_the_config_checks_is_registered_and_computed():
+    """Each reward mode's ``Literal`` of LM rewards lists the registry's rewards of that mode in
+    its order (the first is the mode's default), and the LM evaluator computes each of them."""
+    from segrl.evaluators.lm import LMEvaluator
+    from segrl.evaluators.registry import LM_REWARDS, lm_rewards
+
+    for mode, computed in (
+        ("sequence", LMEvaluator.SEQUENCE_REWARDS),
+        ("per-action", LMEvaluator.ACTION_REWARDS),
+    ):
+        registered = tuple(name for name, spec in LM_REWARDS.items() if spec.mode == mode)
+        assert lm_rewards(mode) == registered
+        assert set(computed) == set(registered)
 
 
 def test_every_classic_segmenter_is_loadable_by_its_method():

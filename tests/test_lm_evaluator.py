@@ -116,6 +116,18 @@ def test_right_segmentation_scores_higher_than_characters_and_words(trained):
     assert (n_chars == [len(t) + 1 for t in good.texts]).all()
 
 
+def test_its_own_segmenters_are_its_lm_s_decodings(trained):
+    """A training job scores the evaluator's own segmenters beside the agent: the co-trained
+    ``slm``'s Viterbi and posterior decodings, which split each word after its stem."""
+    evaluator = evaluator_of(trained)
+    segmenters = evaluator.own_segmenters()
+    assert list(segmenters) == ["lm-viterbi", "lm-posterior"]
+    for segmenter in segmenters.values():
+        assert segmenter.kind == "lm"
+        assert segmenter.segment_words(["walked", "kicks"]) == [["walk", "ed"], ["kick", "s"]]
+        assert segmenter.segment_sentence("played looking") == [["play", "ed"], ["look", "ing"]]
+
+
 def test_posterior_flip_and_resample_reward_the_right_decisions(trained):
     _evaluator, _vocab, good = trained
     wrong = good.with_decisions(1 - good.decisions)  # every free decision flipped

@@ -12,9 +12,10 @@ from segrl.agents.policies import (
     SegmenterPolicy,
     TransformerEncoder,
 )
-from segrl.agents.registry import AGENTS, train
+from segrl.agents.registry import AGENTS
 from segrl.agents.reinforce import Reinforce, ValueBaseline, reinforce_loss
 from segrl.agents.segmenter import AgentSegmenter
+from segrl.agents.trainer import train
 
 __all__ = [
     "AGENTS",

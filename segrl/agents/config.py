@@ -4,20 +4,16 @@ unset (None) are decided where the job starts, once (``segrl.agents.trainer.reso
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from segrl.agents.policies import PolicyConfig
+from segrl.agents.registry import AgentName, AgentSpec, agent_spec, agent_tables
 from segrl.config import NO_LIMIT, DataConfig, GoldConfig, TrackingConfig, check_threads
 from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
-from segrl.evaluators.registry import LM_PER_ACTION_REWARDS, LM_SEQUENCE_REWARDS, EvaluatorConfig
+from segrl.evaluators.registry import EvaluatorConfig
 
-AgentName = Literal["reinforce", "ppo", "ppo-batched"]
-AGENT_NAMES: tuple[str, ...] = typing.get_args(AgentName)
-"""The training algorithms ``segrl train --agent`` knows; ``segrl.agents.registry.AGENTS`` maps each
-to its job (the registry imports the jobs, which import this config, so the names live here)."""
 PerActionGradient = Literal["sampled", "expected", "forward-kl"]
 
 DEFAULT_ENTROPY = {"per-action": 2.0, "sequence": 0.05}
@@ -174,7 +170,7 @@ class TrainConfig:
     """``segrl train``: train an agent to segment, rewarded by an evaluator; log it to MLflow."""
 
     agent: AgentName = "reinforce"
-    """The training algorithm (``reinforce``, ``ppo``, ``ppo-batched``)."""
+    """The training algorithm (``reinforce``, ``ppo``, ``ppo-batched``; ``segrl.agents.registry``)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """The policy's architecture (``[segmenter]`` in configs saved before it was named so)."""
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -215,16 +211,12 @@ class TrainConfig:
     def check(self, prefix: str) -> None:
         """Options of different tables that must go together, and ranges
         (``segrl.config.validate_config`` checks the choices and the tables first)."""
-        lm = self.evaluator.lm
-        rewards = LM_SEQUENCE_REWARDS if self.env.reward == "sequence" else LM_PER_ACTION_REWARDS
-        if self.evaluator.name == "lm" and lm.reward is not None and lm.reward not in rewards:
-            raise ConfigError(
-                f"the LM reward {lm.reward!r} does not go with {self.env.reward} rewards; choose "
-                f"one of: {', '.join(rewards)}"
-            )
-        if self.evaluator.name == "lm" and self.env.hide_spaces:
+        self.evaluator.check_reward_mode(self.env.reward)
+        if self.evaluator.spec.lm and self.env.hide_spaces:
             self._check_hidden_spaces_lm()
-        if self.env.teacher_features and (self.agent != "reinforce" or self.evaluator.name != "lm"):
+        if self.env.teacher_features and not (
+            self.agent_spec.reads_teacher and self.evaluator.teaches()
+        ):
             raise ConfigError(
                 "env.teacher_features: the reinforce agent's policy reads the lm evaluator's "
                 f"log-odds; here agent {self.agent!r}, evaluator {self.evaluator.name!r}"
@@ -266,9 +258,8 @@ class TrainConfig:
         if chosen is not None:
             return chosen
         posterior = (
-            self.evaluator.name == "lm"
-            and self.env.reward == "per-action"
-            and self.evaluator.lm.variant("per-action") == "posterior"
+            self.env.reward == "per-action"
+            and self.evaluator.fits_by_forward_kl()
             and self.env.rules == "binary"
         )
         plain = not self.reinforce.per_action_baseline and self.reinforce.entropy_coef != 0
@@ -279,15 +270,14 @@ class TrainConfig:
         decisions and mirrored per-action rewards (``EvaluatorConfig.mirrored_action_rewards``)."""
         gradient = self.per_action_gradient()
         if not (
-            self.agent == "reinforce" and self.env.reward == "per-action" and gradient != "sampled"
+            self.agent_spec.per_action_gradients
+            and self.env.reward == "per-action"
+            and gradient != "sampled"
         ):
             return
         if self.env.rules != "binary" or not self.evaluator.mirrored_action_rewards():
-            variant = (
-                f"{self.evaluator.lm.variant('per-action')!r} "
-                if self.evaluator.name == "lm"
-                else ""
-            )
+            variant = self.evaluator.reward_variant("per-action")
+            variant = "" if variant is None else f"{variant!r} "
             raise ConfigError(
                 f"reinforce.per_action_gradient = {gradient!r} needs binary rules and per-action "
                 "rewards whose other action is rewarded with minus the reward (gold, morfessor, "
@@ -296,17 +286,24 @@ class TrainConfig:
             )
 
     @property
+    def agent_spec(self) -> AgentSpec:
+        """The registry's entry for ``agent`` (``segrl.agents.registry.AGENTS``)."""
+        return agent_spec(self.agent)
+
+    @property
     def steps(self) -> int:
-        """The job's budget of updates: ``ppo.steps`` for the PPO agents, else ``reinforce.steps``."""
-        return self.ppo.steps if self.agent in ("ppo", "ppo-batched") else self.reinforce.steps
+        """The job's budget of updates: the ``steps`` of the agent's table (``AgentSpec.table``:
+        ``ppo.steps`` for the PPO agents, ``reinforce.steps`` for REINFORCE)."""
+        return getattr(self, self.agent_spec.table).steps
 
     @property
     def name(self) -> str:
         """The segmenter's name in ``segrl compare``: agent, policy, evaluator, reward (the LM
         evaluator's reward variant too, and ``hidden`` when spaces are hidden)."""
         parts = [self.agent, self.policy.kind, self.evaluator.name, self.env.reward]
-        if self.evaluator.name == "lm":
-            parts.append(self.evaluator.lm.variant(self.env.reward))
+        variant = self.evaluator.reward_variant(self.env.reward)
+        if variant is not None:
+            parts.append(variant)
         if self.env.teacher_features:
             parts.append("reads-teacher")
         if self.env.hide_spaces:
@@ -317,8 +314,7 @@ class TrainConfig:
 RESUMABLE_CHANGES = frozenset(
     {
         "evaluator.cache_dir",
-        "reinforce.steps",
-        "ppo.steps",
+        *(f"{table}.steps" for table in agent_tables()),
         "eval_every",
         "eval_gold_words",
         "checkpoint_every",
@@ -331,14 +327,16 @@ RESUMABLE_CHANGES = frozenset(
         "tracking.experiment",
     }
 )
-"""Options that may differ when a run is resumed (they do not change what was trained so far)."""
+"""Options that may differ when a run is resumed (they do not change what was trained so far): every
+agent's budget among them."""
 
 
 def can_read_teacher(config: TrainConfig) -> bool:
     """Whether the agent's policy can read its evaluator's log-odds (``env.teacher_features``):
-    REINFORCE, split/no-split decisions, not turned off."""
+    an agent that can (``AgentSpec.reads_teacher``: REINFORCE), split/no-split decisions, not turned
+    off."""
     return (
-        config.agent == "reinforce"
+        config.agent_spec.reads_teacher
         and config.env.rules == "binary"
         and config.env.teacher_features is not False
     )

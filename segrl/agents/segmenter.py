@@ -22,7 +22,7 @@ from segrl.envs.episodes import clip_teacher
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators import SegmentationBatch, encode_segmentation_batch, with_spaces
 from segrl.evaluators.base import Teacher
-from segrl.evaluators.lm import PosteriorTeacher
+from segrl.evaluators.registry import load_teacher
 from segrl.files import atomic_folder
 from segrl.model_files import AGENT_META_FILE
 from segrl.runtime import eval_mode
@@ -185,7 +185,7 @@ class AgentSegmenter:
             raise ModelError(f"{meta_file}: options that build no policy ({e})") from None
         state = load_tensor_file(path / POLICY_FILE, device, what="segmenter policy")
         load_weights(policy, state, path / POLICY_FILE, f"the policy {META_FILE} describes")
-        teacher = PosteriorTeacher.load(path / TEACHER_DIR, device) if meta.reads_teacher else None
+        teacher = load_teacher(path / TEACHER_DIR, device) if meta.reads_teacher else None
         return cls(policy.to(device), vocab, meta.hide_spaces, device, teacher)
 
 

@@ -4,9 +4,10 @@ texts, the references its agreement is measured against, and the gold words it i
 - Corpus evaluators (Morfessor; a co-trained LM): episodes are the corpus's training sentences;
   agreement is measured on the validation sentences during training and on the test sentences at the
   end; the gold metrics use the configured gold set.
-- The gold evaluator: the gold words are split (seeded) into reward words, which are the episodes
-  (one word per episode), and held-out words, on which agreement and the gold metrics are measured;
-  the bundled corpus covers too few gold words for sentence-level gold rewards.
+- The gold evaluator (``EvaluatorSpec.plays_gold_words``): the gold words are split (seeded) into
+  reward words, which are the episodes (one word per episode), and held-out words, on which
+  agreement and the gold metrics are measured; the bundled corpus covers too few gold words for
+  sentence-level gold rewards.
 
 Agreement with Morfessor is always measured (a common yardstick, and the collapse diagnostic of
 LM-rewarded runs); with the gold evaluator, agreement with the gold analyses too.
@@ -75,14 +76,14 @@ def build_task(
     """Load (or take) the corpus and gold set and build the task that ``config``, resolved
     (``segrl.agents.trainer.resolve_train_config``), describes."""
     corpus = corpus or load_corpus(config.data)
-    if config.evaluator.name == "gold":
+    if config.evaluator.spec.plays_gold_words:
         everything = gold if gold is not None else load_gold(config.gold.path)
         reward_words, heldout_words = split_gold(
             everything, config.gold_heldout_fraction, config.seed
         )
         if config.gold.max_words is not None:
             heldout_words = heldout_words[: config.gold.max_words]
-        evaluator: Evaluator = GoldEvaluator(reward_words, alpha=config.evaluator.alpha)
+        evaluator: Evaluator = build_evaluator(config.evaluator, corpus, reward_words)
         episodes = [g.word for g in reward_words]
         heldout = [g.word for g in heldout_words]
         references: dict[str, ReferenceEvaluator] = {
@@ -138,7 +139,7 @@ def check_word_discovery(config: TrainConfig) -> None:
     """A segmented corpus (``segmented:PATH``) is for word discovery: its spaces are the gold, so
     they must be hidden from the agent and no other gold set be given."""
     refuse_gold_file(config.gold.path)
-    if config.evaluator.name == "gold":
+    if config.evaluator.spec.plays_gold_words:
         raise ConfigError("a segmented corpus's gold is its spaces; use another evaluator")
     if not config.env.hide_spaces:
         raise ConfigError(

@@ -30,6 +30,7 @@ first Ctrl-C stops at the next step boundary with a checkpoint.
 from __future__ import annotations
 
 import copy
+import importlib
 import math
 import time
 from collections.abc import Callable
@@ -78,6 +79,13 @@ class TrainResult:
     step: int
     resumed_from: int | None
     """The checkpoint step training resumed from (None for a fresh run)."""
+
+
+def train(config: TrainConfig, **options: Any) -> TrainResult:
+    """Run the training job of ``config.agent`` (its ``AgentSpec.job``); ``options`` are the job's
+    (``corpus``, ``gold``, ``on_step``)."""
+    module, _, function = config.agent_spec.job.partition(":")
+    return getattr(importlib.import_module(module), function)(config, **options)
 
 
 class SentenceLearner(Protocol):
@@ -244,8 +252,7 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     )
     teacher = config.env.teacher_features
     if teacher is None:
-        lexicon = arch.model == "slm" and arch.lexicon_size > 0
-        teacher = can_read_teacher(config) and evaluator.name == "lm" and lexicon
+        teacher = can_read_teacher(config) and evaluator.teaches_by_default()
     resolved = replace(
         config,
         env=replace(config.env, teacher_features=teacher),
@@ -382,21 +389,16 @@ def finish(
 
 
 def log_teacher_segmentations(task: TrainingTask, config: TrainConfig, name: str) -> None:
-    """Where the evaluator is a co-trained ``slm``, its own segmentations of the gold words
-    (Viterbi, and posterior decoding: a split where p(boundary) > 0.5) as segmenters of their own,
-    child runs of the agent ``name``'s, so that ``segrl compare`` shows the student beside its
-    teacher."""
-    from segrl.lm.segmenter import LM_KIND, LMSegmenter
-    from segrl.lm.slm import SLM
-
-    lm = getattr(task.evaluator, "lm", None)
+    """The evaluator's own segmentations of the gold words (``Evaluator.own_segmenters``: a
+    co-trained ``slm``'s Viterbi and posterior decodings) as segmenters of their own, child runs
+    of the agent ``name``'s, so that ``segrl compare`` shows the student beside its teacher."""
+    segmenters = task.evaluator.own_segmenters()
     discovery = task.corpus.gold_from_spaces
-    if not isinstance(lm, SLM) or not (task.gold or discovery):
+    if not segmenters or not (task.gold or discovery):
         return
     found = []
-    for decoding in ("viterbi", "posterior"):
-        child = f"{name}/lm-{decoding}"
-        segmenter = LMSegmenter(lm, decoding=decoding)
+    for suffix, segmenter in segmenters.items():
+        child = f"{name}/{suffix}"
         with start_run(config, config.tracking.experiment, child, nested=True):
             log_data(task.corpus, config.gold.path, task.gold)
             if discovery:
@@ -408,7 +410,7 @@ def log_teacher_segmentations(task: TrainingTask, config: TrainConfig, name: str
                 )
                 texts = task.final_text[:25]
             samples = "\n".join(render(segmenter.segment_sentence(s)) for s in texts)
-            log_segmenter(child, LM_KIND, metrics, samples + "\n")
+            log_segmenter(child, segmenter.kind, metrics, samples + "\n")
         headline = WORD_F1 if discovery else BOUNDARY_F1
-        found.append(f"{decoding} {metrics[headline]:.3f}")
-    print(f"[{name}] its LM's own {headline}: {', '.join(found)}", flush=True)
+        found.append(f"{suffix} {metrics[headline]:.3f}")
+    print(f"[{name}] its evaluator's own {headline}: {', '.join(found)}", flush=True)

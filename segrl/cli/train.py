@@ -105,12 +105,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def check_agent_flags(args: argparse.Namespace, agent: str) -> None:
-    """A flag given on the command line that the chosen agent does not read is an error."""
-    reads = "ppo." if agent in ("ppo", "ppo-batched") else "reinforce."
+    """A flag given on the command line that the chosen agent does not read is an error: the flags
+    of another agent's table (``AgentSpec.table``)."""
+    from segrl.agents.registry import agent_spec, agent_tables
+
+    reads = f"{agent_spec(agent).table}."
     flags = {
         f"{table.prefix}{row.key}": row.flag for _, table in TRAIN_FLAGS for row in table.flags
     }
-    for other in ("reinforce.", "ppo."):
+    for other in (f"{table}." for table in agent_tables()):
         if other == reads:
             continue
         given = [k for k, v in vars(args).items() if k.startswith(other) and v is not None]

@@ -221,6 +221,8 @@ class Evaluator(ABC):
       evaluator considers right, where it has one (``known`` False where it has no opinion).
     - ``teacher`` -> a ``Teacher`` or None: the evaluator's own boundary log-odds per position, for
       observations that carry them (``EnvConfig.teacher_features``); the co-trained ``slm`` has one.
+    - ``own_segmenters()`` -> the evaluator's own segmentations of words, by name (``OwnSegmenter``),
+      which a training job scores beside the agent; none for fixed evaluators.
     - ``state_dict``/``load_state_dict``: what a training checkpoint must keep of the evaluator.
     """
 
@@ -259,11 +261,32 @@ class Evaluator(ABC):
         """The evaluator's boundary log-odds per position (see ``Teacher``), where it has them."""
         return None
 
+    def own_segmenters(self) -> dict[str, OwnSegmenter]:
+        """The evaluator's own segmentations of words as it stands, by a name that says which
+        (``lm-viterbi``): a training job scores them beside the agent the evaluator rewards, its
+        teacher's rows in ``segrl compare``. Empty for evaluators that do not segment."""
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - nothing to restore
         pass
+
+
+class OwnSegmenter(Protocol):
+    """A segmentation an evaluator makes itself (``Evaluator.own_segmenters``), as a segmenter."""
+
+    kind: str
+    """The ``segrl.kind`` its runs are logged as (``segrl compare --kind``)."""
+
+    def segment_words(self, words: list[str]) -> list[list[str]]:
+        """Each word's segments."""
+        ...
+
+    def segment_sentence(self, sentence: str) -> list[list[str]]:
+        """The segments of each word of ``sentence`` (split at its spaces)."""
+        ...
 
 
 class Teacher(Protocol):

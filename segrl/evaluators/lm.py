@@ -61,6 +61,10 @@ their decisions (REINFORCE and the batched PPO); SB3's PPO on ``CharSegment`` ca
 gives rewards step by step, so it takes only ``CAUSAL_REWARDS`` (``check_stepwise``): ``incremental``,
 whose reward at a position depends only on the decisions up to it, and the sequence ``likelihood``,
 given once at the end.
+
+What each reward can do is its entry in ``segrl.evaluators.registry.LM_REWARDS``; here each is a
+method, found by its name in ``LMEvaluator.SEQUENCE_REWARDS`` or ``LMEvaluator.ACTION_REWARDS``
+(docs/rewards.md: adding a reward).
 """
 
 from __future__ import annotations
@@ -70,9 +74,9 @@ import itertools
 import json
 import math
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -82,9 +86,15 @@ from segrl.data import Corpus, GoldWord
 from segrl.data.wordlists import dampen
 from segrl.errors import ConfigError, ModelError
 from segrl.evaluators.base import NO_SPLIT, SPLIT, Evaluator, SegmentationBatch
-from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig, evaluator_patience
+from segrl.evaluators.registry import (
+    LM_REWARDS,
+    EvaluatorConfig,
+    LMEvaluatorConfig,
+    evaluator_patience,
+)
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import LMConfig, resolve_lm_config
+from segrl.lm.decoding import LMSegmenter
 from segrl.lm.lexicon import slm_lexicon
 from segrl.lm.slm import (
     DECODING_MAX_SEGMENT_LENGTH,
@@ -99,8 +109,8 @@ from segrl.runtime import eval_mode
 HELDOUT_TEXTS = 1000
 """Held-out texts at most (every n-th of the corpus's) whose bits per character the LM's early
 stopping reads (``LMEvaluatorConfig.patience``)."""
-CAUSAL_REWARDS = ("incremental", "likelihood")
-"""Variants whose rewards ``CharSegment`` can give step by step."""
+CAUSAL_REWARDS = tuple(name for name, spec in LM_REWARDS.items() if spec.causal)
+"""Variants whose rewards ``CharSegment`` can give step by step (``LMRewardSpec.causal``)."""
 TEACHER_FILE = "teacher.json"
 """Beside a saved teacher's language model: how its posterior is read."""
 MAX_NATS = 30.0
@@ -220,14 +230,20 @@ class LMEvaluator(Evaluator):
             return None
         return PosteriorTeacher(self.lm, self.scores_words_alone, self.config.posterior_floor)
 
+    def own_segmenters(self) -> dict[str, LMSegmenter]:
+        """The co-trained ``slm``'s own segmentations: Viterbi (``lm-viterbi``) and posterior
+        decoding (``lm-posterior``: a split where its posterior probability of a boundary is above
+        one half); none for another LM."""
+        if not isinstance(self.lm, SLM):
+            return {}
+        return {f"lm-{d}": LMSegmenter(self.lm, decoding=d) for d in ("viterbi", "posterior")}
+
     def check_stepwise(self, reward_mode: str) -> None:
         """Raise ``ConfigError`` unless the ``reward_mode`` rewards can be given one decision at a
         time, from the decisions so far (``CharSegment``)."""
         variant = self.config.variant(reward_mode)
-        needs_policy = variant in ("entropy", "marginal", "resample") or (
-            variant == "space-penalty" and self.config.gamma > 0
-        )
-        if variant not in CAUSAL_REWARDS or needs_policy:
+        spec = LM_REWARDS[variant]
+        if not spec.causal or spec.reads_policy:
             raise ConfigError(
                 f"the LM reward {variant!r} needs every decision of a sentence at once; "
                 f"CharSegment supports {' and '.join(CAUSAL_REWARDS)} (use SentenceSegment)"
@@ -254,40 +270,73 @@ class LMEvaluator(Evaluator):
 
     def score(self, batch: SegmentationBatch) -> np.ndarray:
         total, n_chars = self._log_probs(batch)
-        variant = self.sequence_variant
-        if variant == "entropy":
-            total = total + self.config.gamma * _policy_entropy(batch)
-        elif variant == "marginal":
-            total = total - _policy_log_prob(batch)
-        elif variant == "space-penalty":
-            missed = (batch.word_boundary_mask & batch.free_mask & ~batch.splits).sum(axis=1)
-            total = total - self.config.beta * missed
-            if self.config.gamma > 0:
-                total = total + self.config.gamma * _policy_entropy(batch)
-        return total / n_chars
+        return self.SEQUENCE_REWARDS[self.sequence_variant](self, batch, total) / n_chars
 
     def action_rewards(self, batch: SegmentationBatch) -> np.ndarray:
-        variant = self.action_variant
         segmented = self.segmented(batch)
         with eval_mode(self.lm):
-            if variant == "incremental":
-                scores = self.lm.score(segmented)
-                values = scores.per_position / scores.n_chars.unsqueeze(1)
-                return _to_positions(values, batch, last_carries=True)
-            if variant == "posterior":
-                require_slm(self.lm, "the posterior reward")
-                log_odds = self.teacher.log_odds(batch)
-                rewards = np.where(batch.splits, log_odds, -log_odds)
-            else:  # flip, resample, description-length
-                rewards = _to_positions(self.lm.flip_scores(segmented).double(), batch)
-                if variant == "resample":
-                    rewards = rewards * self._redraw_changes(batch)
-                elif variant == "description-length":
-                    rewards = rewards + self.config.description_length_weight * self._lexicon_costs(
-                        batch
-                    )
-        rewards = np.clip(rewards, -MAX_NATS, MAX_NATS)
-        return np.where(batch.free_mask, rewards, 0.0)
+            return self.ACTION_REWARDS[self.action_variant](self, batch, segmented)
+
+    # The sequence rewards: ``log p(X, S)`` [B] of each row -> its score in nats (before ``/ |X|``).
+    def _likelihood(self, batch: SegmentationBatch, total: np.ndarray) -> np.ndarray:
+        return total
+
+    def _entropy(self, batch: SegmentationBatch, total: np.ndarray) -> np.ndarray:
+        return total + self.config.gamma * _policy_entropy(batch)
+
+    def _marginal(self, batch: SegmentationBatch, total: np.ndarray) -> np.ndarray:
+        return total - _policy_log_prob(batch)
+
+    def _space_penalty(self, batch: SegmentationBatch, total: np.ndarray) -> np.ndarray:
+        missed = (batch.word_boundary_mask & batch.free_mask & ~batch.splits).sum(axis=1)
+        total = total - self.config.beta * missed
+        if self.config.gamma > 0:
+            total = total + self.config.gamma * _policy_entropy(batch)
+        return total
+
+    # The per-action rewards: the batch and its segmentation -> [B, P] rewards (in eval mode).
+    def _incremental(self, batch: SegmentationBatch, segmented: SegmentedBatch) -> np.ndarray:
+        scores = self.lm.score(segmented)
+        values = scores.per_position / scores.n_chars.unsqueeze(1)
+        return _to_positions(values, batch, last_carries=True)
+
+    def _posterior(self, batch: SegmentationBatch, segmented: SegmentedBatch) -> np.ndarray:
+        require_slm(self.lm, "the posterior reward")
+        log_odds = self.teacher.log_odds(batch)
+        return _free_rewards(np.where(batch.splits, log_odds, -log_odds), batch)
+
+    def _flip_scores(self, batch: SegmentationBatch, segmented: SegmentedBatch) -> np.ndarray:
+        return _to_positions(self.lm.flip_scores(segmented).double(), batch)
+
+    def _flip(self, batch: SegmentationBatch, segmented: SegmentedBatch) -> np.ndarray:
+        return _free_rewards(self._flip_scores(batch, segmented), batch)
+
+    def _resample(self, batch: SegmentationBatch, segmented: SegmentedBatch) -> np.ndarray:
+        rewards = self._flip_scores(batch, segmented)
+        return _free_rewards(rewards * self._redraw_changes(batch), batch)
+
+    def _description_length(
+        self, batch: SegmentationBatch, segmented: SegmentedBatch
+    ) -> np.ndarray:
+        rewards = self._flip_scores(batch, segmented)
+        weight = self.config.description_length_weight
+        return _free_rewards(rewards + weight * self._lexicon_costs(batch), batch)
+
+    SEQUENCE_REWARDS: ClassVar[dict[str, Callable[..., np.ndarray]]] = {
+        "likelihood": _likelihood,
+        "entropy": _entropy,
+        "marginal": _marginal,
+        "space-penalty": _space_penalty,
+    }
+    """Each sequence reward of ``LM_REWARDS``, by name: ``(self, batch, log p(X, S))`` -> nats."""
+    ACTION_REWARDS: ClassVar[dict[str, Callable[..., np.ndarray]]] = {
+        "posterior": _posterior,
+        "flip": _flip,
+        "resample": _resample,
+        "incremental": _incremental,
+        "description-length": _description_length,
+    }
+    """Each per-action reward of ``LM_REWARDS``, by name: ``(self, batch, segmented)`` -> [B, P]."""
 
     def _lexicon_costs(self, batch: SegmentationBatch) -> np.ndarray:
         """``lexicon_flip_costs`` over the segments ``description_length_counts`` counts."""
@@ -340,7 +389,7 @@ class LMEvaluator(Evaluator):
         """Whether the evaluator keeps every text's latest segmentation (``SegmentationLexicon``):
         for the ``description-length`` reward over the corpus."""
         return (
-            self.action_variant == "description-length"
+            LM_REWARDS[self.action_variant].counts_segments
             and self.config.description_length_counts == "corpus"
         )
 
@@ -609,6 +658,11 @@ def _to_positions(
         out[rows, last - 1] += values[rows, last]
     inside = np.arange(out.shape[1]) < (batch.lengths - 1)[:, None]
     return np.where(inside, out, 0.0)
+
+
+def _free_rewards(rewards: np.ndarray, batch: SegmentationBatch) -> np.ndarray:
+    """[B, P] ``rewards`` clipped to ``+-MAX_NATS`` at the free positions, 0 elsewhere."""
+    return np.where(batch.free_mask, np.clip(rewards, -MAX_NATS, MAX_NATS), 0.0)
 
 
 def _require_probs(batch: SegmentationBatch) -> np.ndarray:

@@ -18,15 +18,42 @@ from segrl.errors import ConfigError
 from segrl.lm.config import LMConfig, table_lm
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import torch
+
     from segrl.data import Corpus, GoldWord
-    from segrl.evaluators.base import Evaluator
+    from segrl.evaluators.base import Evaluator, Teacher
 
 EvaluatorName = Literal["morfessor", "gold", "lm"]
 """The evaluators ``EvaluatorConfig.name`` may name, in the order of ``EVALUATORS``."""
-EVALUATORS: dict[str, str] = {
-    "morfessor": "segrl.evaluators.morfessor:MorfessorEvaluator",
-    "gold": "segrl.evaluators.gold:GoldEvaluator",
-    "lm": "segrl.evaluators.lm:LMEvaluator",
+
+
+@dataclass(frozen=True)
+class EvaluatorSpec:
+    """An evaluator: its class and what an agent's config may ask of its kind before it is built
+    (``EvaluatorConfig``'s methods read these; the agents never compare an evaluator's name)."""
+
+    path: str
+    """Its ``Evaluator`` subclass, ``"module:Class"``."""
+    mirrored: bool = False
+    """Whether its per-action rewards are mirrored (see ``EvaluatorConfig.mirrored_action_rewards``);
+    for an LM evaluator, its reward variant's ``LMRewardSpec.mirrored`` says."""
+    lm: bool = False
+    """Whether it is a co-trained language model: its options are ``evaluator.lm``
+    (``LMEvaluatorConfig``), its rewards the ``LM_REWARDS`` variant ``evaluator.lm.reward`` chooses,
+    and an ``slm``'s posterior is a teacher a policy can read (``Evaluator.teacher``)."""
+    plays_gold_words: bool = False
+    """Whether the agent's episodes are the gold words it rewards against (most of them, the rest
+    held out and scored), instead of the corpus's sentences (``segrl.agents.task.build_task``)."""
+
+
+EVALUATORS: dict[str, EvaluatorSpec] = {
+    "morfessor": EvaluatorSpec("segrl.evaluators.morfessor:MorfessorEvaluator", mirrored=True),
+    "gold": EvaluatorSpec(
+        "segrl.evaluators.gold:GoldEvaluator", mirrored=True, plays_gold_words=True
+    ),
+    "lm": EvaluatorSpec("segrl.evaluators.lm:LMEvaluator", lm=True),
 }
 
 LMSequenceReward = Literal["likelihood", "entropy", "marginal", "space-penalty"]
@@ -34,11 +61,59 @@ LMPerActionReward = Literal["posterior", "flip", "resample", "incremental", "des
 LMReward = Literal[LMSequenceReward, LMPerActionReward]
 LM_SEQUENCE_REWARDS: tuple[str, ...] = typing.get_args(LMSequenceReward)
 LM_PER_ACTION_REWARDS: tuple[str, ...] = typing.get_args(LMPerActionReward)
-"""The LM evaluator's rewards by reward mode, the default first (``segrl.evaluators.lm`` defines them)."""
-MIRRORED_LM_REWARDS = ("posterior", "flip", "description-length")
-"""Per-action LM rewards whose other action is rewarded with minus the reward: the posterior
-log-odds and the flip score (``resample`` is 0 where the redraw agrees, ``incremental`` is no
-log-ratio)."""
+"""The LM evaluator's rewards by reward mode, the default first (``LM_REWARDS`` says what each
+can do, ``segrl.evaluators.lm`` computes them)."""
+
+
+@dataclass(frozen=True)
+class LMRewardSpec:
+    """An LM reward variant (``LMEvaluatorConfig.reward``): what the configs, the environments and
+    the learners may ask of it. ``segrl.evaluators.lm`` computes it (``LMEvaluator.SEQUENCE_REWARDS``
+    or ``LMEvaluator.ACTION_REWARDS``)."""
+
+    mode: str
+    """The reward mode it belongs to: ``sequence`` (a score per sentence) or ``per-action``."""
+    mirrored: bool = False
+    """Per-action: the other action at a decision would have been rewarded with minus the reward,
+    so a learner may take the expectation over both actions
+    (``ReinforceConfig.per_action_gradient``)."""
+    reads_policy: bool = False
+    """It reads the sampling policy's probabilities (``SegmentationBatch.policy_probs``), which only
+    a learner that decides a whole sentence at once hands over (``space-penalty`` only with
+    ``gamma > 0``)."""
+    causal: bool = False
+    """Its reward at a decision depends only on the decisions up to it (or it is given once, at the
+    end), so ``CharSegment`` can give it step by step (``Evaluator.check_stepwise``)."""
+    needs_slm: bool = False
+    """It reads the ``slm``'s exact posterior (``LMEvaluatorConfig.check``)."""
+    forward_kl: bool = False
+    """REINFORCE fits it by the forward KL unless told otherwise
+    (``TrainConfig.per_action_gradient``): its optimum is the LM's own posterior."""
+    counts_segments: bool = False
+    """It prices the lexicon of the agent's segmentations (``description_length_counts``)."""
+
+
+LM_REWARDS: dict[str, LMRewardSpec] = {
+    "likelihood": LMRewardSpec("sequence", causal=True),
+    "entropy": LMRewardSpec("sequence", reads_policy=True),
+    "marginal": LMRewardSpec("sequence", reads_policy=True),
+    "space-penalty": LMRewardSpec("sequence", reads_policy=True),
+    "posterior": LMRewardSpec("per-action", mirrored=True, needs_slm=True, forward_kl=True),
+    "flip": LMRewardSpec("per-action", mirrored=True),
+    "resample": LMRewardSpec("per-action", reads_policy=True),
+    "incremental": LMRewardSpec("per-action", causal=True),
+    "description-length": LMRewardSpec("per-action", mirrored=True, counts_segments=True),
+}
+"""Every LM reward variant and what it can do, each mode's in the order of its ``Literal``
+(``LMSequenceReward``, ``LMPerActionReward``; ``tests/test_architecture.py`` checks they agree)."""
+
+
+def lm_rewards(reward_mode: str) -> tuple[str, ...]:
+    """The LM reward variants of ``reward_mode`` (``sequence`` or ``per-action``), the default
+    first."""
+    return LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
+
+
 LMObjective = Literal["joint", "marginal"]
 
 EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
@@ -146,7 +221,7 @@ class LMEvaluatorConfig:
 
     def variant(self, reward_mode: str) -> str:
         """The reward variant used with ``reward_mode`` (``sequence`` or ``per-action``)."""
-        choices = LM_SEQUENCE_REWARDS if reward_mode == "sequence" else LM_PER_ACTION_REWARDS
+        choices = lm_rewards(reward_mode)
         return self.reward if self.reward in choices else choices[0]
 
     def check(self, prefix: str) -> None:
@@ -154,7 +229,7 @@ class LMEvaluatorConfig:
         choices, and ``arch`` before this; ``TrainConfig`` that the reward goes with the reward
         mode)."""
         if self.arch.model != "slm" and (
-            self.objective == "marginal" or self.variant("per-action") == "posterior"
+            self.objective == "marginal" or LM_REWARDS[self.variant("per-action")].needs_slm
         ):
             raise ConfigError(
                 f"the marginal objective and the posterior reward need {prefix}arch.model = 'slm'"
@@ -224,24 +299,73 @@ class EvaluatorConfig:
         if not 0.0 <= self.alpha <= 1.0:
             raise ConfigError(f"{prefix}alpha must be in [0, 1], got {self.alpha}")
 
+    @property
+    def spec(self) -> EvaluatorSpec:
+        """The registry's entry for this evaluator (``EVALUATORS``)."""
+        return EVALUATORS[self.name]
+
+    def reward_variant(self, reward_mode: str) -> str | None:
+        """The reward variant used with ``reward_mode`` where the evaluator has them (an LM's,
+        ``LMEvaluatorConfig.variant``), else None."""
+        return self.lm.variant(reward_mode) if self.spec.lm else None
+
+    def check_reward_mode(self, reward_mode: str) -> None:
+        """Raise ``ConfigError`` where the reward variant asked for (``evaluator.lm.reward``) is not
+        one of ``reward_mode``'s."""
+        rewards = lm_rewards(reward_mode)
+        if self.spec.lm and self.lm.reward is not None and self.lm.reward not in rewards:
+            raise ConfigError(
+                f"the LM reward {self.lm.reward!r} does not go with {reward_mode} rewards; choose "
+                f"one of: {', '.join(rewards)}"
+            )
+
     def mirrored_action_rewards(self) -> bool:
         """Whether the per-action rewards are mirrored: at every decision the other action would
         have been rewarded with minus the reward of the one taken (agreement +-1 with Morfessor or
-        gold, ``MIRRORED_LM_REWARDS``), so that a learner can take the expectation over both
+        gold, ``LMRewardSpec.mirrored``), so that a learner can take the expectation over both
         actions instead of sampling one (``ReinforceConfig.per_action_gradient = "expected"``)."""
-        if self.name == "lm":
-            return self.lm.variant("per-action") in MIRRORED_LM_REWARDS
-        return self.name in ("morfessor", "gold")
+        variant = self.reward_variant("per-action")
+        return self.spec.mirrored if variant is None else LM_REWARDS[variant].mirrored
+
+    def fits_by_forward_kl(self) -> bool:
+        """Whether REINFORCE fits the per-action rewards by the forward KL unless told otherwise
+        (``LMRewardSpec.forward_kl``: the LM's ``posterior``)."""
+        variant = self.reward_variant("per-action")
+        return variant is not None and LM_REWARDS[variant].forward_kl
+
+    def teaches(self) -> bool:
+        """Whether the evaluator may give a policy its boundary log-odds to read
+        (``env.teacher_features``, ``Evaluator.teacher``): an LM's."""
+        return self.spec.lm
+
+    def teaches_by_default(self) -> bool:
+        """Whether a policy that can read its teacher does so where ``env.teacher_features`` is left
+        unset (``segrl train`` resolves it): the evaluator's LM, resolved, is an ``slm`` with a
+        lexicon, a confident teacher that decides by whole words (docs/studies/2026-11-26-teacher.md)."""
+        arch = self.lm.arch
+        return self.teaches() and arch.model == "slm" and arch.lexicon_size > 0
 
 
 def evaluator_class(name: str) -> type[Evaluator]:
     try:
-        module, _, attribute = EVALUATORS[name].partition(":")
+        module, _, attribute = EVALUATORS[name].path.partition(":")
     except KeyError:
         raise ConfigError(
             f"unknown evaluator {name!r}; choose one of: {', '.join(EVALUATORS)}"
         ) from None
     return getattr(importlib.import_module(module), attribute)
+
+
+TEACHER = "segrl.evaluators.lm:PosteriorTeacher"
+"""The class of the teachers a saved agent keeps beside its policy (``Teacher``), by import path: the
+LM evaluator's posterior, the one an evaluator gives (``EvaluatorConfig.teaches``)."""
+
+
+def load_teacher(path: Path, device: str | torch.device = "cpu") -> Teacher:
+    """The teacher saved in the folder ``path`` (``Teacher.save``), for a saved agent whose policy
+    reads it; a ``ModelError`` where there is none or it is damaged."""
+    module, _, attribute = TEACHER.partition(":")
+    return getattr(importlib.import_module(module), attribute).load(path, device)
 
 
 def build_evaluator(
