@@ -55,7 +55,8 @@ def letters(rng: random.Random, n: int, alphabet: str = "walkedtsinguph") -> str
 
 @pytest.mark.parametrize("kind", SLM_KINDS)
 def test_slm_segments_ordinary_words_as_without_a_limit(corpus, kind):
-    from segrl.lm.segmenter import DECODING_MAX_SEGMENT_LENGTH, LMSegmenter
+    from segrl.lm.decoding import LMSegmenter
+    from segrl.lm.slm import DECODING_MAX_SEGMENT_LENGTH
 
     model = trained_slm(corpus, **SLM_KINDS[kind])
     rng = random.Random(0)
@@ -93,7 +94,8 @@ def test_slm_spans_scored_in_passes_are_the_spans_scored_at_once(corpus, kind):
 
 
 def test_slm_batches_hold_a_bounded_number_of_spans(corpus):
-    from segrl.lm.segmenter import DECODING_MAX_SEGMENT_LENGTH, SPANS_PER_PASS, LMSegmenter
+    from segrl.lm.decoding import LMSegmenter
+    from segrl.lm.slm import DECODING_MAX_SEGMENT_LENGTH, SPANS_PER_PASS
 
     segmenter = LMSegmenter(trained_slm(corpus, steps=0))
     long = SPANS_PER_PASS // (DECODING_MAX_SEGMENT_LENGTH + 1)  # one fills a batch
