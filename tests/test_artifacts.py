@@ -551,3 +551,25 @@ def test_models_of_different_segrl_code_get_different_environments(tmp_path):
         assert requirements[-1] == f"segrl=={wheel.name.split('-')[1]}"
         names.add(_get_virtualenv_name(_PythonEnv(dependencies=requirements), tmp_path))
     assert len(names) == 2
+
+
+def test_logging_a_model_says_nothing_of_its_own_wheel(mlflow_store, small_corpus_file, caplog):
+    """MLflow compares the model's requirements with the installed packages as it logs: segrl's
+    labelled wheel is not the installed ``0.1.0``, which is no mismatch while that code runs; any
+    other package's mismatch is still said."""
+    import logging
+
+    from segrl.tracking.models import _OwnWheelMismatch
+
+    with caplog.at_level(logging.WARNING):
+        assert (
+            main(["baseline", "--method", "characters", "--corpus", str(small_corpus_file), *SMALL])
+            == 0
+        )
+    assert not [r for r in caplog.records if "mismatches" in r.getMessage()]
+    own = "Detected one or more mismatches ...:\n - segrl (current: 0.1.0, required: segrl==0.1.0+ab)\n"
+    other = own + " - torch (current: 2.13.0, required: torch==9)\n"
+    keeps = _OwnWheelMismatch().filter
+    assert not keeps(logging.makeLogRecord({"msg": own}))
+    assert keeps(logging.makeLogRecord({"msg": other}))
+    assert keeps(logging.makeLogRecord({"msg": "anything else"}))
