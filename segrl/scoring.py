@@ -214,7 +214,7 @@ def log_scores(
 ) -> None:
     """One MLflow run per gold file, a segmenter of kind ``evaluated`` that ``segrl compare`` shows
     beside the trained ones (grouped by its gold file), with the gold file as its dataset input
-    (``evaluation``). ``predictions_options``: ``source`` is a predictions file, read with these
+    (``evaluation``) and the share of it scored (``covered_fraction``: 1.0 for a model). ``predictions_options``: ``source`` is a predictions file, read with these
     options (``predictions.format``, ...), logged as params, and the file is an input too
     (``predictions``)."""
     from segrl.tracking.runs import log_dataset_input, log_segmenter, set_tags, start_run
@@ -237,4 +237,4 @@ def log_scores(
             if predictions_options is not None and Path(source).is_file():
                 digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16]
                 log_dataset_input("predictions", source, digest, "predictions")
-            log_segmenter(name, EVALUATED_KIND, r.metrics)
+            log_segmenter(name, EVALUATED_KIND, {COVERED_FRACTION: r.covered / r.size, **r.metrics})

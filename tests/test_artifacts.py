@@ -201,6 +201,7 @@ def test_a_model_has_one_units_per_char_in_training_and_in_evaluate(
     assert [i.dataset.name for i in runs[0].inputs.dataset_inputs] == ["gold"]  # its dataset
     assert evaluated["gold_units_per_char"] == trained["gold_units_per_char"]
     assert "units_per_char" not in evaluated
+    assert evaluated["covered_fraction"] == 1.0  # a model scores every gold word
     assert main(["compare"]) == 0
     table = capsys.readouterr().out
     assert "gold_units_per_char" in table and " units_per_char" not in table
