@@ -218,7 +218,13 @@ def log_scores(
     options (``predictions.format``, ...), logged as params, and the file is an input too
     (``predictions``)."""
     from segrl.tracking.runs import log_dataset_input, log_segmenter, set_tags, start_run
-    from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG
+    from segrl.tracking.tags import (
+        GOLD_COVERAGE_TAG,
+        GOLD_FINGERPRINT_TAG,
+        GOLD_LANGUAGE_TAG,
+        GOLD_TAG,
+        gold_coverage,
+    )
 
     for r in results:
         params = {"source": source, "gold.words": str(r.size), "gold.covered": str(r.covered)}
@@ -231,6 +237,9 @@ def log_scores(
                     GOLD_TAG: r.gold,
                     GOLD_FINGERPRINT_TAG: r.fingerprint,
                     GOLD_LANGUAGE_TAG: gold_language(r.gold),
+                    GOLD_COVERAGE_TAG: gold_coverage(
+                        r.covered, r.size, "utterances" if WORD_F1 in r.metrics else "words"
+                    ),
                 }
             )
             log_dataset_input("gold", r.gold, r.fingerprint, "evaluation")

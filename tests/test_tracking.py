@@ -246,18 +246,18 @@ def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
     assert saved["name"] == VIEW_NAME and isinstance(saved["createdAt"], int)
     view = json.loads(saved["state"])
     assert view == runs_view()
-    assert view["selectedColumns"][:6] == [
+    assert view["selectedColumns"][:5] == [
         "tags.`segrl.corpus`",
         "tags.`segrl.gold`",
         "tags.`segrl.gold_language`",
-        "metrics.`gold_words`",
-        "metrics.`covered_fraction`",
+        "tags.`segrl.gold_coverage`",
         "metrics.`boundary_precision`",
     ]
     assert "metrics.`boundary_f1`" in view["selectedColumns"]
     assert view["groupBy"]["groupByKeys"] == [
         {"mode": "tag", "groupByData": "segrl.corpus"},
         {"mode": "tag", "groupByData": "segrl.gold"},
+        {"mode": "tag", "groupByData": "segrl.gold_coverage"},  # a part of the gold: not ranked
     ]
     assert view["orderByKey"] == "metrics.`boundary_f1`" and view["orderByAsc"] is False
     number = experiment.experiment_id
