@@ -246,8 +246,9 @@ def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
     assert saved["name"] == VIEW_NAME and isinstance(saved["createdAt"], int)
     view = json.loads(saved["state"])
     assert view == runs_view()
-    assert view["selectedColumns"][:5] == [
+    assert view["selectedColumns"][:6] == [
         "tags.`segrl.corpus`",
+        "tags.`segrl.corpus_language`",  # a corpus scored on gold of another language shows
         "tags.`segrl.gold`",
         "tags.`segrl.gold_language`",
         "tags.`segrl.gold_coverage`",

@@ -38,6 +38,7 @@ from segrl.tracking.store import (
     tracking_uri,
 )
 from segrl.tracking.tags import (
+    CORPUS_LANGUAGE_TAG,
     CORPUS_TAG,
     GOLD_COVERAGE_TAG,
     GOLD_LANGUAGE_TAG,
@@ -52,15 +53,16 @@ VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 """segrl's view as a saved view of the experiment: MLflow's *Views* menu lists it by its name."""
 VIEW_COLUMNS = (
     f"tags.`{CORPUS_TAG}`",
+    f"tags.`{CORPUS_LANGUAGE_TAG}`",
     f"tags.`{GOLD_TAG}`",
     f"tags.`{GOLD_LANGUAGE_TAG}`",
     f"tags.`{GOLD_COVERAGE_TAG}`",
     *(f"metrics.`{name}`" for name in COMPARE_COLUMNS),
     f"tags.`{KIND_TAG}`",
 )
-"""The runs table's columns: the corpus, the gold set, its language, the part of it scored (``all
-2000 words``; a predictions file's share, ``segrl evaluate --predictions``), the metrics ``segrl
-compare`` shows (MLflow shows those some run logged), the kind."""
+"""The runs table's columns: the corpus and its language, the gold set, its language and the part
+of it scored (``all 2000 words``; a predictions file's share, ``segrl evaluate --predictions``),
+the metrics ``segrl compare`` shows (MLflow shows those some run logged), the kind."""
 VIEW_GROUPS = (CORPUS_TAG, GOLD_TAG, GOLD_COVERAGE_TAG)
 """The runs are grouped by corpus, gold set and the part of it scored: scores on different data,
 a few words a predictions file shares with the gold set among them, are never ranked together (as
@@ -90,6 +92,7 @@ def runs_view() -> dict[str, Any]:
         "columnWidths": {
             RUN_NAME_COLUMN: 300,
             **{f"tags.`{tag}`": 170 for tag in (CORPUS_TAG, GOLD_TAG, GOLD_COVERAGE_TAG)},
+            **{f"tags.`{tag}`": 90 for tag in (CORPUS_LANGUAGE_TAG, GOLD_LANGUAGE_TAG)},  # "eng"
         },
         "groupBy": group_by,
         "orderByKey": ORDER["orderByKey"],
