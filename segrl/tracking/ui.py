@@ -57,12 +57,14 @@ VIEW_COLUMNS = (
     f"tags.`{GOLD_TAG}`",
     f"tags.`{GOLD_LANGUAGE_TAG}`",
     f"tags.`{GOLD_COVERAGE_TAG}`",
-    *(f"metrics.`{name}`" for name in COMPARE_COLUMNS),
+    f"metrics.`{BOUNDARY_F1}`",  # the sort key, first: on screen in a window 1600 px wide
+    *(f"metrics.`{name}`" for name in COMPARE_COLUMNS if name != BOUNDARY_F1),
     f"tags.`{KIND_TAG}`",
 )
 """The runs table's columns: the corpus and its language, the gold set, its language and the part
 of it scored (``all 2000 words``; a predictions file's share, ``segrl evaluate --predictions``),
-the metrics ``segrl compare`` shows (MLflow shows those some run logged), the kind."""
+boundary F1 (the order), the other metrics ``segrl compare`` shows (MLflow shows those some run
+logged), the kind."""
 VIEW_GROUPS = (CORPUS_TAG, GOLD_TAG, GOLD_COVERAGE_TAG)
 """The runs are grouped by corpus, gold set and the part of it scored: scores on different data,
 a few words a predictions file shares with the gold set among them, are never ranked together (as
