@@ -214,11 +214,17 @@ def log_scores(
 ) -> None:
     """One MLflow run per gold file, a segmenter of kind ``evaluated`` that ``segrl compare`` shows
     beside the trained ones (grouped by its gold file), with the gold file as its dataset input
-    (``evaluation``). ``predictions_options``: ``source`` is a predictions file, read with these
+    (``evaluation``) and the share of it scored (``covered_fraction``: 1.0 for a model). ``predictions_options``: ``source`` is a predictions file, read with these
     options (``predictions.format``, ...), logged as params, and the file is an input too
     (``predictions``)."""
     from segrl.tracking.runs import log_dataset_input, log_segmenter, set_tags, start_run
-    from segrl.tracking.tags import GOLD_FINGERPRINT_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG
+    from segrl.tracking.tags import (
+        GOLD_COVERAGE_TAG,
+        GOLD_FINGERPRINT_TAG,
+        GOLD_LANGUAGE_TAG,
+        GOLD_TAG,
+        gold_coverage,
+    )
 
     for r in results:
         params = {"source": source, "gold.words": str(r.size), "gold.covered": str(r.covered)}
@@ -231,10 +237,13 @@ def log_scores(
                     GOLD_TAG: r.gold,
                     GOLD_FINGERPRINT_TAG: r.fingerprint,
                     GOLD_LANGUAGE_TAG: gold_language(r.gold),
+                    GOLD_COVERAGE_TAG: gold_coverage(
+                        r.covered, r.size, "utterances" if WORD_F1 in r.metrics else "words"
+                    ),
                 }
             )
             log_dataset_input("gold", r.gold, r.fingerprint, "evaluation")
             if predictions_options is not None and Path(source).is_file():
                 digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16]
                 log_dataset_input("predictions", source, digest, "predictions")
-            log_segmenter(name, EVALUATED_KIND, r.metrics)
+            log_segmenter(name, EVALUATED_KIND, {COVERED_FRACTION: r.covered / r.size, **r.metrics})

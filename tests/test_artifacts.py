@@ -24,6 +24,7 @@ from segrl.data.corpus import read_lines
 from segrl.errors import DataError, ModelError
 from segrl.formats import format_sentence, format_word, group_into_words, read_predictions
 from segrl.metrics import morph_prf
+from segrl.tracking.ui import scored_on_part, view_group
 
 SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
 
@@ -201,6 +202,9 @@ def test_a_model_has_one_units_per_char_in_training_and_in_evaluate(
     assert [i.dataset.name for i in runs[0].inputs.dataset_inputs] == ["gold"]  # its dataset
     assert evaluated["gold_units_per_char"] == trained["gold_units_per_char"]
     assert "units_per_char" not in evaluated
+    assert evaluated["covered_fraction"] == 1.0  # a model scores every gold word
+    coverage = {r.data.tags["segrl.gold_coverage"] for r in MlflowClient().search_runs(["1"])}
+    assert coverage == {"all 3 words"}  # trained and evaluated: in one group of the UI's view
     assert main(["compare"]) == 0
     table = capsys.readouterr().out
     assert "gold_units_per_char" in table and " units_per_char" not in table
@@ -237,7 +241,8 @@ def test_evaluate_tells_the_formats_apart_and_refuses_a_small_coverage(mlflow_st
     for name, text in forms.items():
         predictions = mlflow_store / f"{name}.txt"
         predictions.write_text(text, encoding="utf-8")
-        assert main(["evaluate", "--predictions", str(predictions), "--gold", str(gold)]) == 0
+        log = ["--log", "--name", "full"] if name == "separator" else []
+        assert main(["evaluate", "--predictions", str(predictions), "--gold", str(gold), *log]) == 0
         assert "boundary P/R/F1 1.000 / 1.000 / 1.000" in capsys.readouterr().out, name
 
     predictions = mlflow_store / "one.txt"
@@ -253,6 +258,14 @@ def test_evaluate_tells_the_formats_apart_and_refuses_a_small_coverage(mlflow_st
     assert "(1 words, 25.0% of gold words covered)" in capsys.readouterr().out
     main(["compare"])
     assert f"gold {gold} (unknown, 1 of 4 words)" in capsys.readouterr().out
+    # the UI's view groups the part apart from the whole gold set: a score on one word is not
+    # ranked above one on all four
+    runs = {r.info.run_name: r for r in MlflowClient().search_runs(["1"])}
+    assert runs["full"].data.tags["segrl.gold_coverage"] == "all 4 words"
+    assert runs["partial"].data.tags["segrl.gold_coverage"] == "1 of 4 words (25.0%)"
+    assert runs["partial"].data.metrics["covered_fraction"] == 0.25
+    assert view_group(runs["full"]) != view_group(runs["partial"])
+    assert scored_on_part(runs["partial"]) and not scored_on_part(runs["full"])
 
 
 def test_a_word_column_is_read_as_the_word_in_every_format(mlflow_store, capsys):

@@ -44,6 +44,7 @@ def test_runs_name_the_languages_of_corpus_and_gold(mlflow_store, small_corpus_f
     tags = MlflowClient().get_run(segmenter_runs("segrl")[0]["run_id"]).data.tags
     assert tags["segrl.gold_language"] == "eng"
     assert tags["segrl.corpus_language"] == "unknown"  # a file: its language is not known
+    assert tags["segrl.gold_coverage"] == "all 50 words"  # the sample, all of it scored
 
 
 def test_bad_inputs_exit_non_zero_without_traceback(mlflow_store, tmp_path):

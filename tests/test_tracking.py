@@ -248,16 +248,17 @@ def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
     assert view == runs_view()
     assert view["selectedColumns"][:6] == [
         "tags.`segrl.corpus`",
+        "tags.`segrl.corpus_language`",  # a corpus scored on gold of another language shows
         "tags.`segrl.gold`",
         "tags.`segrl.gold_language`",
-        "metrics.`gold_words`",
-        "metrics.`covered_fraction`",
-        "metrics.`boundary_precision`",
+        "tags.`segrl.gold_coverage`",
+        "metrics.`boundary_f1`",  # the sort key, before the other metrics
     ]
-    assert "metrics.`boundary_f1`" in view["selectedColumns"]
+    assert "metrics.`boundary_precision`" in view["selectedColumns"]
     assert view["groupBy"]["groupByKeys"] == [
         {"mode": "tag", "groupByData": "segrl.corpus"},
         {"mode": "tag", "groupByData": "segrl.gold"},
+        {"mode": "tag", "groupByData": "segrl.gold_coverage"},  # a part of the gold: not ranked
     ]
     assert view["orderByKey"] == "metrics.`boundary_f1`" and view["orderByAsc"] is False
     number = experiment.experiment_id

@@ -6,7 +6,7 @@ short agent run. It serves the store with ``segrl ui`` (a tracking server is sho
 takes screenshots with headless Chromium (Debian's ``chromium`` package), in one new browser
 profile: the runs table of the experiment as ``segrl ui`` links it, the comparison of the three
 best runs on the corpus and gold set with the most runs, and the best run's page and its
-boundary-F1-by-length picture (its Artifacts tab). Prints where they are.
+boundary-F1-by-length picture (runs scored on a part of their gold set left out) (its Artifacts tab). Prints where they are.
 
     python tools/ui_check.py --out docs/img
 """
@@ -28,8 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from segrl.tracking.store import DEFAULT_EXPERIMENT, absolute_tracking_uri
-from segrl.tracking.tags import CORPUS_TAG, GOLD_TAG
-from segrl.tracking.ui import runs_table_url
+from segrl.tracking.ui import runs_table_url, scored_on_part, view_group
 
 PICTURE = "boundary_f1_by_length.png"
 WINDOW = "1600,900"
@@ -116,8 +115,9 @@ def _log_sample_runs(folder: str, env: dict[str, str], max_sentences: str, exper
 
 
 def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
-    """The comparison of the three best runs on the best one's corpus and gold set, the best run's
-    page and its picture."""
+    """The comparison of the three best runs of the view's largest group (corpus, gold set and the
+    part of it scored), the best run's page and its picture; runs scored on a part of their gold set
+    (a predictions file's words) are left out, as ``segrl compare`` tabulates them apart."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -127,15 +127,13 @@ def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
     runs = client.search_runs(
         [found.experiment_id], order_by=["metrics.boundary_f1 DESC"], max_results=20
     )
-    runs = [r for r in runs if "boundary_f1" in r.data.metrics]
+    runs = [r for r in runs if "boundary_f1" in r.data.metrics and not scored_on_part(r)]
     if not runs:
-        raise SystemExit(f"ui-check: no run of '{experiment}' has a boundary_f1")
+        raise SystemExit(f"ui-check: no run of '{experiment}' has a boundary_f1 on all its gold")
     ids = [r.info.run_id for r in runs]
-    groups: dict[tuple, list[str]] = {}  # the runs on each corpus and gold set, best first
+    groups: dict[tuple, list[str]] = {}  # the runs of each of the view's groups, best first
     for r in runs:
-        groups.setdefault((r.data.tags.get(CORPUS_TAG), r.data.tags.get(GOLD_TAG)), []).append(
-            r.info.run_id
-        )
+        groups.setdefault(view_group(r), []).append(r.info.run_id)
     largest = max(groups.values(), key=len)
     compare = "#/compare-runs?" + urllib.parse.urlencode(
         {"runs": json.dumps(largest[:3]), "experiments": json.dumps([found.experiment_id])}

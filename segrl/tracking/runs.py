@@ -37,6 +37,7 @@ from segrl.tracking.tags import (
     CORPUS_FINGERPRINT_TAG,
     CORPUS_LANGUAGE_TAG,
     CORPUS_TAG,
+    GOLD_COVERAGE_TAG,
     GOLD_FINGERPRINT_TAG,
     GOLD_LANGUAGE_TAG,
     GOLD_TAG,
@@ -44,6 +45,7 @@ from segrl.tracking.tags import (
     KIND_TAG,
     SEGMENTER_TAG,
     extra_run_tags,
+    gold_coverage,
     source_tags,
     version_tags,
 )
@@ -272,7 +274,8 @@ def log_data(
 ) -> None:
     """Record what the active run trained on and was scored against: the corpus's settings
     (``corpus.json``), and its source and the gold set's as tags with their fingerprints (hashes of
-    the normalised text and of the gold analyses) and languages, and as MLflow dataset inputs."""
+    the normalised text and of the gold analyses) and languages, the gold set's size
+    (``GOLD_COVERAGE_TAG``: all of it is scored), and as MLflow dataset inputs."""
     from segrl.data.languages import corpus_language, gold_language
 
     log_dict(corpus.settings, "corpus.json")
@@ -288,7 +291,12 @@ def log_data(
 
         label, digest = gold_source or f"bundled:{BUNDLED_GOLD}", gold_fingerprint(gold)
         tags.update(
-            {GOLD_TAG: label, GOLD_FINGERPRINT_TAG: digest, GOLD_LANGUAGE_TAG: gold_language(label)}
+            {
+                GOLD_TAG: label,
+                GOLD_FINGERPRINT_TAG: digest,
+                GOLD_LANGUAGE_TAG: gold_language(label),
+                GOLD_COVERAGE_TAG: gold_coverage(len(gold), len(gold)),
+            }
         )
         inputs.append(("gold", label, digest, "evaluation"))
     set_tags(tags)

@@ -21,6 +21,19 @@ CORPUS_TAG, CORPUS_FINGERPRINT_TAG = "segrl.corpus", "segrl.corpus_fingerprint"
 GOLD_TAG, GOLD_FINGERPRINT_TAG = "segrl.gold", "segrl.gold_fingerprint"
 CORPUS_LANGUAGE_TAG, GOLD_LANGUAGE_TAG = "segrl.corpus_language", "segrl.gold_language"
 """ISO 639-3 codes, or ``unknown`` (``segrl.data.languages``)."""
+GOLD_COVERAGE_TAG = "segrl.gold_coverage"
+"""How much of the gold set a run was scored on (``gold_coverage``): runs scored on a part of it
+(``segrl evaluate --predictions``) or on another sample size are not ranked with the others."""
+
+
+def gold_coverage(covered: int, size: int, unit: str = "words") -> str:
+    """The ``GOLD_COVERAGE_TAG`` of a run scored on ``covered`` of the ``size`` words (or ``unit``)
+    of a gold set: ``all 2000 words``, or ``500 of 40298 words (1.2%)``."""
+    if covered == size:
+        return f"all {size} {unit}"
+    return f"{covered} of {size} {unit} ({covered / size:.1%})"
+
+
 RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"
 """A JSON object of tags that every run this process starts gets too (``segrl bench`` sets it for
 its cells: language, system, seed, corpus and gold hashes)."""

@@ -1,6 +1,6 @@
 """The MLflow UI on segrl's store: the view of an experiment's runs it opens with (what each run
-trained on and was scored against beside the standard metrics, runs grouped by corpus and gold set,
-best boundary F1 first, MLflow's classic model-training pages), the link to that view, and the server
+trained on and was scored against beside the standard metrics, runs grouped by corpus, gold set
+and the part of it scored, best boundary F1 first, MLflow's classic model-training pages), the link to that view, and the server
 ``segrl ui`` starts and stops.
 
 MLflow keeps a person's view of a runs table (its columns, its grouping) in the browser's local
@@ -29,7 +29,7 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
-from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, COVERED_FRACTION, GOLD_WORDS
+from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, COVERED_FRACTION
 from segrl.processes import handling, python_command, python_environment, raise_interrupt
 from segrl.tracking.store import (
     DEFAULT_EXPERIMENT,
@@ -37,7 +37,14 @@ from segrl.tracking.store import (
     ensure_reachable,
     tracking_uri,
 )
-from segrl.tracking.tags import CORPUS_TAG, GOLD_LANGUAGE_TAG, GOLD_TAG, KIND_TAG
+from segrl.tracking.tags import (
+    CORPUS_LANGUAGE_TAG,
+    CORPUS_TAG,
+    GOLD_COVERAGE_TAG,
+    GOLD_LANGUAGE_TAG,
+    GOLD_TAG,
+    KIND_TAG,
+)
 
 EXPERIMENT_KIND_TAG, RUNS_KIND = "mlflow.experimentKind", "custom_model_development"
 """The experiment tag that marks an experiment as model development (runs, not GenAI traces)."""
@@ -46,19 +53,22 @@ VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 """segrl's view as a saved view of the experiment: MLflow's *Views* menu lists it by its name."""
 VIEW_COLUMNS = (
     f"tags.`{CORPUS_TAG}`",
+    f"tags.`{CORPUS_LANGUAGE_TAG}`",
     f"tags.`{GOLD_TAG}`",
     f"tags.`{GOLD_LANGUAGE_TAG}`",
-    f"metrics.`{GOLD_WORDS}`",
-    f"metrics.`{COVERED_FRACTION}`",
-    *(f"metrics.`{name}`" for name in COMPARE_COLUMNS),
+    f"tags.`{GOLD_COVERAGE_TAG}`",
+    f"metrics.`{BOUNDARY_F1}`",  # the sort key, first: on screen in a window 1600 px wide
+    *(f"metrics.`{name}`" for name in COMPARE_COLUMNS if name != BOUNDARY_F1),
     f"tags.`{KIND_TAG}`",
 )
-"""The runs table's columns: the corpus, the gold set, its language and size (words), the share of
-it a predictions file covers (``segrl evaluate --predictions``), the metrics ``segrl compare``
-shows (MLflow shows those some run logged), the kind."""
-VIEW_GROUPS = (CORPUS_TAG, GOLD_TAG)
-"""The runs are grouped by corpus and gold set: scores on different data are never ranked together.
-A group's row shows the best of each metric in it."""
+"""The runs table's columns: the corpus and its language, the gold set, its language and the part
+of it scored (``all 2000 words``; a predictions file's share, ``segrl evaluate --predictions``),
+boundary F1 (the order), the other metrics ``segrl compare`` shows (MLflow shows those some run
+logged), the kind."""
+VIEW_GROUPS = (CORPUS_TAG, GOLD_TAG, GOLD_COVERAGE_TAG)
+"""The runs are grouped by corpus, gold set and the part of it scored: scores on different data,
+a few words a predictions file shares with the gold set among them, are never ranked together (as
+``segrl compare`` tabulates them apart). A group's row shows the best of each metric in it."""
 RUN_NAME_COLUMN = "attributes.`Run Name`"
 """Wide enough for a group's name (its corpus and gold set) and an agent's run name."""
 ORDER = {"orderByKey": f"metrics.`{BOUNDARY_F1}`", "orderByAsc": "false"}
@@ -83,12 +93,27 @@ def runs_view() -> dict[str, Any]:
         "columnOrder": [RUN_NAME_COLUMN, *VIEW_COLUMNS],
         "columnWidths": {
             RUN_NAME_COLUMN: 300,
-            **{f"tags.`{tag}`": 170 for tag in (CORPUS_TAG, GOLD_TAG)},
+            **{f"tags.`{tag}`": 170 for tag in (CORPUS_TAG, GOLD_TAG, GOLD_COVERAGE_TAG)},
+            **{f"tags.`{tag}`": 90 for tag in (CORPUS_LANGUAGE_TAG, GOLD_LANGUAGE_TAG)},  # "eng"
         },
         "groupBy": group_by,
         "orderByKey": ORDER["orderByKey"],
         "orderByAsc": False,
     }
+
+
+def view_group(run: Any) -> tuple[str | None, ...]:
+    """The group of segrl's view an MLflow run is in: its tags of ``VIEW_GROUPS``."""
+    return tuple(run.data.tags.get(tag) for tag in VIEW_GROUPS)
+
+
+def scored_on_part(run: Any) -> bool:
+    """Whether an MLflow run was scored on a part of its gold set (a predictions file's words): by
+    its ``GOLD_COVERAGE_TAG``, or its ``covered_fraction`` where it was logged before that tag."""
+    coverage = run.data.tags.get(GOLD_COVERAGE_TAG)
+    if coverage is not None:
+        return not coverage.startswith("all ")
+    return run.data.metrics.get(COVERED_FRACTION, 1.0) < 1.0
 
 
 def prepare_experiment_view(client: MlflowClient, experiment: Any) -> None:
