@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
+import logging
 import shutil
 import tempfile
 import tomllib
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -52,9 +55,36 @@ def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
     return f"runs:/{active_run_id()}/{MODEL_ARTIFACT}"
 
 
+class _OwnWheelMismatch(logging.Filter):
+    """Drops MLflow's warning that the model's segrl (its wheel's labelled version, ``0.1.0+<hash>``)
+    is not the installed one (``0.1.0``) where segrl is the only mismatch: while segrl logs a model,
+    the model's wheel is the code that is running."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith("Detected one or more mismatches"):
+            return True
+        mismatches = [line for line in message.splitlines() if line.startswith(" - ")]
+        return not all(line.startswith(" - segrl (") for line in mismatches)
+
+
 def _log_pyfunc(folder: Path, register: str | None) -> None:
     run_tags = mlflow.get_run(active_run_id()).data.tags
     wheel = segrl_wheel()
+    with _filtered(logging.getLogger("mlflow.utils.requirements_utils"), _OwnWheelMismatch()):
+        _log_model(folder, register, wheel, run_tags)
+
+
+@contextlib.contextmanager
+def _filtered(logger: logging.Logger, dropped: logging.Filter) -> Iterator[None]:
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
+
+
+def _log_model(folder: Path, register: str | None, wheel: Path, run_tags: dict) -> None:
     mlflow.pyfunc.log_model(
         name=MODEL_ARTIFACT,
         python_model=str(PYFUNC_MODEL_FILE),
