@@ -116,7 +116,10 @@ def start_from_trained(
             f"{folder} was trained on a corpus with another character vocabulary; fine-tune it on "
             "the corpus it was trained on (its data.* options)"
         )
-    model.init_from_pretrained(source)
+    try:
+        model.init_from_pretrained(source)
+    except ModelError as e:
+        raise ModelError(f"{folder}: {e}") from None
 
 
 def check_inputs(corpus: Corpus, config: UnitsConfig) -> None:
@@ -185,16 +188,17 @@ def train_unit_model(
         resolve=lambda given, at: resolve_units_config(given, start.at(at)),
     )
     config, train = run.config, run.config.train  # resolved: every option a value, as logged
-    seed_everything(train.seed)
-    vocab = corpus.vocab
-    model = build_model(config, len(vocab)).to(device)
-    optimizer = make_optimizer(model, train)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
-    scaler = torch.amp.GradScaler(
-        device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
-    )
-    if config.init_from and not run.has_checkpoint:
-        start_from_trained(model, config.init_from, vocab, device)
+    with run.preparing():  # a model it cannot start from leaves no run folder behind
+        seed_everything(train.seed)
+        vocab = corpus.vocab
+        model = build_model(config, len(vocab)).to(device)
+        optimizer = make_optimizer(model, train)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
+        scaler = torch.amp.GradScaler(
+            device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
+        )
+        if config.init_from and not run.has_checkpoint:
+            start_from_trained(model, config.init_from, vocab, device)
     n_gold = min(config.eval.gold_words_during_training, len(gold))
     valid_gold = random.Random(train.seed).sample(gold, n_gold)
 
