@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import os
 import stat
 import tempfile
 from collections.abc import Callable, Sequence
@@ -40,7 +39,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segrl.errors import ModelError
-from segrl.model_files import AGENT_META_FILE, CLASSIC_META_FILE, MODEL_ARTIFACT, SEGMENTER_ARTIFACT
+from segrl.model_files import (
+    AGENT_META_FILE,
+    CLASSIC_META_FILE,
+    SEGMENTER_ARTIFACT,
+    is_model_uri,
+    logged_segmenter_folder,
+)
 
 if TYPE_CHECKING:
     from segrl.baselines.base import Segmenter
@@ -48,13 +53,6 @@ if TYPE_CHECKING:
 KINDS = ("classic", "agent", "slm", "units")
 """What a saved segmenter can be: a classic segmenter (Morfessor, BPE, unigram, trivial), an RL
 agent's policy, a segmental LM (Viterbi), a unit model (segments read off its attention)."""
-_URI_SCHEMES = ("runs:", "models:", "mlflow-artifacts:", "s3:", "gs:", "wasbs:", "dbfs:", "file:")
-_URI_CLIENTS = {
-    "s3": "boto3 (pip install boto3)",
-    "gs": "google-cloud-storage (pip install google-cloud-storage)",
-    "wasbs": "the Azure client (pip install azure-storage-blob azure-identity)",
-}
-"""The packages MLflow reads a cloud store's URIs with, by scheme."""
 MODEL_FILE_KINDS = (
     "a SentencePiece model (spm_train's .model), a youtokentome model (yttm bpe --model), a "
     "Morfessor segmentation file (morfessor -S) or a FlatCat tarball (flatcat-train -s model.tar.gz)"
@@ -149,9 +147,9 @@ def _cut_like(original: str, segments: list[str]) -> list[str]:
 def load_segmenter(source: str | Path, device: str = "cpu") -> LoadedSegmenter:
     """The segmenter at ``source`` (see the module docstring), ready to segment. An MLflow URI is
     downloaded into a temporary folder that goes when the segmenter does."""
-    if not _is_uri(source) and _is_file(source):
+    if not is_model_uri(source) and _is_file(source):
         return _load_model_file(Path(source))
-    download = tempfile.TemporaryDirectory(prefix="segrl-model-") if _is_uri(source) else None
+    download = tempfile.TemporaryDirectory(prefix="segrl-model-") if is_model_uri(source) else None
     folder = resolve_source(source, Path(download.name) if download else None)
     kind, folder = segmenter_folder(folder)
     loaded = _LOADERS[kind](folder, device)
@@ -162,8 +160,10 @@ def load_segmenter(source: str | Path, device: str = "cpu") -> LoadedSegmenter:
 def resolve_source(source: str | Path, download_into: Path | None = None) -> Path:
     """A local folder for ``source``: the folder itself, or the MLflow artifact downloaded (into
     ``download_into`` where given, else into the system's temporary folder)."""
-    if _is_uri(source):
-        return _download(str(source), download_into)
+    if is_model_uri(source):
+        from segrl.tracking.store import download_model
+
+        return download_model(str(source), download_into)
     folder = Path(source)
     try:
         is_dir = stat.S_ISDIR(folder.stat().st_mode)
@@ -188,35 +188,9 @@ def _is_file(source: str | Path) -> bool:
         return False
 
 
-def _is_uri(source: str | Path) -> bool:
-    return str(source).startswith(_URI_SCHEMES) and not os.path.exists(source)
-
-
-def _download(uri: str, into: Path | None) -> Path:
-    """The MLflow artifact at ``uri``, downloaded (MLflow's temporary folders made in ``into``)."""
-    from segrl.tracking.store import download_artifacts
-
-    if uri.startswith("runs:/") and uri.rstrip("/").count("/") == 1:
-        uri = f"{uri.rstrip('/')}/{MODEL_ARTIFACT}"
-    system_temp = tempfile.tempdir
-    tempfile.tempdir = str(into) if into else system_temp
-    try:
-        return download_artifacts(uri)
-    except ImportError as e:  # the scheme's client (boto3, google-cloud-storage, ...) is missing
-        scheme = uri.partition(":")[0]
-        client = _URI_CLIENTS.get(scheme, f"the package that provides {e.name}")
-        raise ModelError(
-            f"{uri}: reading {scheme}: URIs needs {client}, which is not installed (no module "
-            f"{e.name!r}); install it, or download the model and give its folder"
-        ) from None
-    finally:
-        tempfile.tempdir = system_temp
-
-
 def segmenter_folder(folder: Path) -> tuple[str, Path]:
     """(kind, the folder holding its files) of a saved segmenter, a run folder or an MLflow model."""
-    if (folder / "MLmodel").exists():
-        folder = folder / "artifacts" / SEGMENTER_ARTIFACT
+    folder = logged_segmenter_folder(folder)
     for inner in (SEGMENTER_ARTIFACT, "best"):  # an agent's or `segrl lm train`'s run folder
         if (folder / inner).is_dir() and _kind_of(folder / inner) is not None:
             folder = folder / inner

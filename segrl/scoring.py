@@ -8,6 +8,7 @@ or another tool's predictions (``segrl.formats``), with the metrics of ``segrl.m
 from __future__ import annotations
 
 import hashlib
+import shlex
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -174,16 +175,37 @@ def _score_utterances(predictions: str, lines: Sequence[str], source: str) -> Go
     return GoldScores(source, metrics, utterance_fingerprint(utterances), n, n)
 
 
+SEPARATOR_GUESSES = ("-", "+", "|", "/", "=")
+"""The separators a predictions file read with another ``--separator`` is checked for (for an
+error's hint)."""
+
+
 def _format_read(texts: Sequence[str], fmt: str, separator: str) -> str:
-    """How the predictions were read, and the marker that chose the format (for an error)."""
+    """How the predictions were read, and the marker that chose the format (for an error). A file
+    with no format's marker (read as Morfessor's, one morph a line) is said to look separated by
+    one of ``SEPARATOR_GUESSES`` where its words are, else nothing is guessed."""
     from segrl.formats import detect_predictions_format
 
     found, marker = detect_predictions_format(texts, separator)
-    if fmt == "auto":
-        return f"read as {found} (saw {marker!r})"
-    if found != fmt:
-        return f"read as --predictions-format {fmt}, though it looks {found} (saw {marker!r})"
-    return f"read as --predictions-format {fmt}"
+    read = "read as " + (found if fmt == "auto" else f"--predictions-format {fmt}")
+    if fmt == "separator":
+        read += f" with --separator {shlex.quote(separator)}"
+    if any(marker in t for t in texts):
+        if fmt == "auto":
+            return f"{read} (saw {marker!r})"
+        return f"{read}, though it looks {found} (saw {marker!r})" if found != fmt else read
+    guess = next(
+        (
+            s
+            for s in SEPARATOR_GUESSES
+            if s != separator and detect_predictions_format(texts, s) == ("separator", s)
+        ),
+        None,
+    )
+    if guess is None:
+        return read if fmt != "auto" else f"{read} (no line has a format's marker)"
+    flags = f"--predictions-format separator --separator {shlex.quote(guess)}"
+    return f"{read}, though its words look separated by {guess!r} ({flags})"
 
 
 def print_scores(name: str, results: Sequence[GoldScores]) -> None:

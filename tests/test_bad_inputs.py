@@ -481,6 +481,21 @@ CASES = [
         "read as --predictions-format morfessor, though it looks separator (saw '-')",
     ),
     (
+        "evaluate-predictions-other-separator",
+        ["evaluate", "--predictions", "{f}", "--predictions-format", "separator"]
+        + ["--separator", "+"],
+        _file("pred.txt", b"anti-cataplectic-s\nhaberdash-ed\n"),
+        "read as --predictions-format separator with --separator +, though its words look "
+        "separated by '-' (--predictions-format separator --separator -)",
+    ),
+    (
+        "evaluate-predictions-no-marker",
+        ["evaluate", "--predictions", "{f}", "--predictions-format", "separator"]
+        + ["--separator", "+"],
+        _file("pred.txt", b"anticataplectics\nhaberdashed\n"),
+        "read as --predictions-format separator with --separator +; give the predictions",
+    ),
+    (
         "evaluate-min-coverage",
         ["evaluate", "--predictions", "{f}", "--min-coverage", "50"],
         _file("pred.txt", b"walk ed\n"),

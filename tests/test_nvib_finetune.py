@@ -300,3 +300,82 @@ def test_units_cli_finetune(mlflow_store, small_corpus_file, tmp_path, capsys):
     assert run.data.params["arch.identity_init"] == "True"
     with pytest.raises(SystemExit):
         main(["units", "finetune", "--model", "nvib"])  # --from is required
+
+
+@pytest.mark.parametrize("model", ["nvib", "transformer", "stride"])
+def test_finetuning_from_a_model_it_cannot_start_from_names_it_and_leaves_no_run(
+    mlflow_store, small_corpus_file, tmp_path, capsys, model
+):
+    """A SeqReduce model into NVIB, a Transformer or Stride: one line naming the trained model's
+    folder, and ``--out`` left as it was (no ``config.toml``, no lock)."""
+    from segrl.data import load_corpus
+    from segrl.units.saving import build_model
+
+    config = build_units_config("seqreduce", None, {"data.corpus": str(small_corpus_file)})
+    vocab = load_corpus(config.data).vocab
+    folder = save_unit_model(tmp_path / "sr", build_model(config, len(vocab)), vocab, config)
+    out = tmp_path / "runs" / "ft"
+    args = ["units", "finetune", "--from", str(folder), "--model", model, "--steps", "2"]
+    args += ["--threads", "1", "--corpus", str(small_corpus_file), "--gold-max-words", "30"]
+    assert main(args + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder}: a " in err and "cannot start from a trained SeqReduceAutoencoder" in err
+    assert len([line for line in err.splitlines() if line.startswith("segrl: error:")]) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_finetuning_from_weights_that_are_no_checkpoint_leaves_no_run(
+    mlflow_store, small_corpus_file, tmp_path, capsys
+):
+    """A folder with a unit model's config but weights that are no segrl checkpoint: refused,
+    naming its ``model.pt``, with ``--out`` left as it was."""
+    folder, _ = saved_transformer(tmp_path, small_corpus_file)
+    (folder / "model.pt").write_bytes(b"not a checkpoint")
+    out = tmp_path / "runs" / "ft"
+    args = ["units", "finetune", "--from", str(folder), "--model", "transformer", "--steps", "2"]
+    args += ["--threads", "1", "--gold-max-words", "30", "--out", str(out)]
+    assert main(args) == 2
+    assert f"{folder / 'model.pt'}: " in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def logged_unit_model(folder) -> str:
+    """The id of a run that logged the unit model in ``folder`` as an MLflow model's ``segmenter``
+    artifact (``MLmodel`` beside ``artifacts/segmenter``), as ``segrl units train`` logs it."""
+    import mlflow
+
+    with mlflow.start_run() as run:
+        mlflow.log_artifacts(str(folder), "model/artifacts/segmenter")
+        mlflow.log_text("flavors: {}\n", "model/MLmodel")
+    return run.info.run_id
+
+
+def test_finetuning_starts_from_a_logged_model(mlflow_store, tmp_path, small_corpus_file):
+    """``--from`` and ``init_from`` take an MLflow URI of a logged unit model, and an MLflow model
+    folder, as the loader does: the run's config is the trained model's, its weights are its."""
+    import mlflow
+
+    folder, _ = saved_transformer(tmp_path, small_corpus_file)
+    run_id = logged_unit_model(folder)
+    downloaded = mlflow.artifacts.download_artifacts(
+        f"runs:/{run_id}/model", dst_path=str(tmp_path / "mlflow-model")
+    )
+    from segrl.units.saving import load_unit_model
+
+    source, vocab, _ = load_unit_model(folder)
+    for given in (f"runs:/{run_id}/model", f"runs:/{run_id}", downloaded):
+        config = finetune_config(given, "transformer")
+        assert config.init_from == str(given) and config.train.steps == 10
+        assert (config.arch.dim, config.tracking.run_name) == (32, "tiny-transformer-finetune")
+        model = TransformerAutoencoder(config.arch, len(vocab))
+        start_from_trained(model, given, vocab, torch.device("cpu"))
+        for (name, a), b in zip(
+            model.state_dict().items(), source.state_dict().values(), strict=True
+        ):
+            assert torch.equal(a, b), name
+    with mlflow.start_run(run_id=run_id):
+        mlflow.log_text("not a model", "notes/readme.txt")
+    with pytest.raises(ModelError, match=r"runs:/\w+/notes: no model.pt here"):
+        finetune_config(f"runs:/{run_id}/notes", "nvib")
+    mlflow.register_model(f"runs:/{run_id}/model", "tiny")
+    assert finetune_config("models:/tiny/1", "nvib").init_from == "models:/tiny/1"

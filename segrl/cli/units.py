@@ -1,7 +1,7 @@
 """``segrl units``: continuous-unit models (character autoencoders whose units are read off attention).
 
     segrl units train --model NAME [--config FILE] [--set arch.dim=256 ...] [flags]
-    segrl units finetune --from FOLDER --model NAME [--config FILE] [--set ...] [flags]
+    segrl units finetune --from MODEL --model NAME [--config FILE] [--set ...] [flags]
     segrl units eval FOLDER [FOLDER ...] [--no-robustness] [flags]
     segrl units probe FOLDER [FOLDER ...] [--targets bpe,morfessor] [--epochs N] [flags]
 
@@ -82,7 +82,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "unless --steps says otherwise. Re-running an interrupted command resumes.",
     )
     finetune.add_argument(
-        "--from", dest="init_from", required=True, metavar="FOLDER", help="the trained model"
+        "--from",
+        dest="init_from",
+        required=True,
+        metavar="MODEL",
+        help="the trained model: its folder, an MLflow model folder, or an MLflow URI "
+        "(runs:/RUN_ID/model, models:/NAME/VERSION)",
     )
     add_model_args(
         finetune,

@@ -3,7 +3,8 @@
 The store is ``MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<cwd>/mlflow.db`` with artifacts in
 ``<cwd>/mlruns``. ``ensure_reachable`` checks it answers (and creates a new sqlite store's tables
 once) before anything trains; ``check_artifact_folder`` checks a local artifact folder can be
-written before a run starts; ``download_artifacts`` fetches an artifact of it.
+written before a run starts; ``download_artifacts`` fetches an artifact of it, ``download_model`` a
+logged model.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import errno
 import logging
 import os
 import sqlite3
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,8 +23,9 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 import mlflow
-from segrl.errors import TrackingError
+from segrl.errors import ModelError, TrackingError
 from segrl.files import folder_problem
+from segrl.model_files import MODEL_ARTIFACT
 
 DEFAULT_EXPERIMENT = "segrl"
 REACH_TIMEOUT_S = 5.0
@@ -189,6 +192,35 @@ def download_artifacts(uri: str) -> Path:
         raise TrackingError(
             f"{uri}: cannot fetch it from {tracking_uri()} ({_reason(e)})"
         ) from None
+
+
+MODEL_URI_CLIENTS = {
+    "s3": "boto3 (pip install boto3)",
+    "gs": "google-cloud-storage (pip install google-cloud-storage)",
+    "wasbs": "the Azure client (pip install azure-storage-blob azure-identity)",
+}
+"""The packages MLflow reads a cloud store's URIs with, by scheme."""
+
+
+def download_model(uri: str, into: Path | None = None) -> Path:
+    """The logged model at ``uri`` (``runs:/RUN_ID/model``, ``models:/NAME/VERSION``; ``runs:/RUN_ID``
+    alone means its ``model``), downloaded (MLflow's temporary folders made in ``into`` where given,
+    else in the system's temporary folder)."""
+    if uri.startswith("runs:/") and uri.rstrip("/").count("/") == 1:
+        uri = f"{uri.rstrip('/')}/{MODEL_ARTIFACT}"
+    system_temp = tempfile.tempdir
+    tempfile.tempdir = str(into) if into else system_temp
+    try:
+        return download_artifacts(uri)
+    except ImportError as e:  # the scheme's client (boto3, google-cloud-storage, ...) is missing
+        scheme = uri.partition(":")[0]
+        client = MODEL_URI_CLIENTS.get(scheme, f"the package that provides {e.name}")
+        raise ModelError(
+            f"{uri}: reading {scheme}: URIs needs {client}, which is not installed (no module "
+            f"{e.name!r}); install it, or download the model and give its folder"
+        ) from None
+    finally:
+        tempfile.tempdir = system_temp
 
 
 def _reason(error: BaseException) -> str:

@@ -109,8 +109,9 @@ class UnitsConfig:
     (resolved to it where the job starts).
     A run whose folder holds a checkpoint of the same config resumes from it."""
     init_from: str | None = None
-    """A model folder of ``segrl units train`` whose weights start this run (``segrl units
-    finetune --from``); None (resolved: "") or "": random initialisation."""
+    """The trained model of ``segrl units train`` whose weights start this run (``segrl units
+    finetune --from``): its folder, an MLflow model folder or URI (``runs:/RUN_ID/model``,
+    ``models:/NAME/VERSION``); None (resolved: "") or "": random initialisation."""
     train: UnitsTrainConfig = field(default_factory=UnitsTrainConfig)
     eval: UnitsEvalConfig = field(default_factory=UnitsEvalConfig)
     data: DataConfig = field(default_factory=DataConfig)

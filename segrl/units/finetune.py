@@ -1,4 +1,4 @@
-"""Fine-tuning a trained unit model into another: ``segrl units finetune --from FOLDER --model NAME``.
+"""Fine-tuning a trained unit model: ``segrl units finetune --from MODEL --model NAME``.
 
 The run's config is, from lowest to highest: the defaults of ``NAME``; the trained model's own options
 (its corpus, gold set, training options, and every ``arch`` option the new model also has, so the
@@ -6,7 +6,8 @@ shapes agree); no learning-rate warm-up (the model is trained already); ``NAME``
 ``finetune_options`` (for NVIB, the fine-tuning paper's modifications, and no more NVIB layers than
 the trained encoder has); a quarter of the trained model's steps; then a config file and
 command-line flags. Fine-tuning into the same model (``--model transformer`` from a Transformer) is
-the control: the same further training without NVIB. ``init_from`` names the folder, so the
+the control: the same further training without NVIB. ``init_from`` names the trained model (its
+folder, an MLflow model folder or URI: ``segrl.units.training.trained_model_folder``), so the
 training loop (``segrl.units.training``) starts from its weights through the new model's
 ``init_from_pretrained``, and a re-run resumes from the run's own checkpoint.
 
@@ -23,7 +24,8 @@ from typing import Any
 from segrl.config import flatten_config, read_config_keys
 from segrl.units.config import UnitsConfig, build_units_config
 from segrl.units.registry import model_class
-from segrl.units.saving import check_model_folder, model_config_file
+from segrl.units.saving import model_config_file
+from segrl.units.training import trained_model_folder
 
 BUDGET_FRACTION = 0.25
 """Fine-tuning steps as a fraction of the trained model's, unless given."""
@@ -39,9 +41,8 @@ def finetune_config(
 ) -> UnitsConfig:
     """The config of fine-tuning the trained model in ``source`` into a ``model`` (see the module
     docstring); ``path`` and ``overrides`` as in ``build_units_config``."""
-    source = Path(source)
-    check_model_folder(source)
-    trained = build_units_config(path=model_config_file(source))  # its options as asked
+    with trained_model_folder(source) as folder:
+        trained = build_units_config(path=model_config_file(folder))  # its options as asked
     cls = model_class(model)
     arch_fields = {f.name for f in dataclasses.fields(cls.config_class)}
     inherited = {

@@ -22,12 +22,13 @@ trains, saves and logs the resolved one: every option a value.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import random
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from segrl.data.batching import training_batches
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, DataError, ModelError
 from segrl.jobs import CHECKPOINT_FILE, Job, JobStart, RunDir, resolve_job_tables
+from segrl.model_files import is_model_uri, logged_segmenter_folder
 from segrl.runtime import (
     autocast,
     mixed_precision,
@@ -48,7 +50,7 @@ from segrl.runtime import (
 )
 from segrl.tracking.models import log_segmenter_model
 from segrl.tracking.runs import active_run_id, log_data, log_metrics
-from segrl.tracking.store import ensure_reachable
+from segrl.tracking.store import download_model, ensure_reachable
 from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel, make_autoencoder_batch
 from segrl.units.config import UnitsConfig, UnitsTrainConfig
@@ -106,17 +108,43 @@ def noised(texts: Sequence[str], prob: float, seed: int, step: int) -> list[str]
     return [delete_characters(t, prob, rng) for t in texts]
 
 
+@contextlib.contextmanager
+def trained_model_folder(source: str | Path) -> Iterator[Path]:
+    """The folder of the trained unit model ``source`` names (``init_from``, ``segrl units finetune
+    --from``): a model or run folder of ``segrl units train``, an MLflow model folder it logged, or
+    an MLflow URI of one (``runs:/RUN_ID/model``, ``models:/NAME/VERSION``: its ``segmenter``
+    artifact, downloaded into a temporary folder that goes on leaving)."""
+    with contextlib.ExitStack() as stack:
+        folder = Path(source)
+        if is_model_uri(source):
+            into = stack.enter_context(tempfile.TemporaryDirectory(prefix="segrl-model-"))
+            folder = download_model(str(source), Path(into))
+        folder = logged_segmenter_folder(folder)
+        if not (folder / MODEL_FILE).exists():
+            raise ModelError(
+                f"{source}: no {MODEL_FILE} here; give the folder a finished `segrl units train` "
+                "wrote (an interrupted run resumes with the same command), an MLflow model it "
+                "logged, or its URI (runs:/RUN_ID/model, models:/NAME/VERSION)"
+            )
+        yield folder
+
+
 def start_from_trained(
     model: UnitModel, folder: str | Path, vocab: CharVocab, device: torch.device
 ) -> None:
-    """Initialise ``model`` from the trained model in ``folder`` (``config.init_from``)."""
-    source, source_vocab, _ = load_unit_model(folder, device)
+    """Initialise ``model`` from the trained model ``folder`` names (``config.init_from``: see
+    ``trained_model_folder``)."""
+    with trained_model_folder(folder) as local:
+        source, source_vocab, _ = load_unit_model(local, device)
     if source_vocab != vocab:
         raise ConfigError(
             f"{folder} was trained on a corpus with another character vocabulary; fine-tune it on "
             "the corpus it was trained on (its data.* options)"
         )
-    model.init_from_pretrained(source)
+    try:
+        model.init_from_pretrained(source)
+    except ModelError as e:
+        raise ModelError(f"{folder}: {e}") from None
 
 
 def check_inputs(corpus: Corpus, config: UnitsConfig) -> None:
@@ -185,16 +213,17 @@ def train_unit_model(
         resolve=lambda given, at: resolve_units_config(given, start.at(at)),
     )
     config, train = run.config, run.config.train  # resolved: every option a value, as logged
-    seed_everything(train.seed)
-    vocab = corpus.vocab
-    model = build_model(config, len(vocab)).to(device)
-    optimizer = make_optimizer(model, train)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
-    scaler = torch.amp.GradScaler(
-        device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
-    )
-    if config.init_from and not run.has_checkpoint:
-        start_from_trained(model, config.init_from, vocab, device)
+    with run.preparing():  # a model it cannot start from leaves no run folder behind
+        seed_everything(train.seed)
+        vocab = corpus.vocab
+        model = build_model(config, len(vocab)).to(device)
+        optimizer = make_optimizer(model, train)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
+        scaler = torch.amp.GradScaler(
+            device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
+        )
+        if config.init_from and not run.has_checkpoint:
+            start_from_trained(model, config.init_from, vocab, device)
     n_gold = min(config.eval.gold_words_during_training, len(gold))
     valid_gold = random.Random(train.seed).sample(gold, n_gold)
 
