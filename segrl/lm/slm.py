@@ -151,13 +151,11 @@ class SLM(SegmentLM):
         rows, starts = (run_length > 0).nonzero(as_tuple=True)  # [N]
         lengths = run_length[rows, starts]
         longest = int(lengths.max()) if lengths.numel() else 0
-        texts = torch.arange(batch, device=states.device)
-        at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
         step = max(len(rows) if per_pass is None else per_pass // (longest + 1), 1)
-        table = None
+        table, at_end = None, None
         for first in range(0, max(len(rows), 1), step):  # one pass, where per_pass is None
             part = slice(first, first + step)
-            spans = self._start_spans(
+            spans, at_end = self._start_spans(
                 chars,
                 space,
                 states,
@@ -178,16 +176,18 @@ class SLM(SegmentLM):
         chars: CharBatch,
         space: torch.Tensor,
         states: torch.Tensor,
-        at_end: torch.Tensor,
+        at_end: torch.Tensor | None,
         rows: torch.Tensor,
         starts: torch.Tensor,
         lengths: torch.Tensor,
         whole_from_lexicon: bool,
         speller_price: float,
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``span_runs``' spans of the starts ``(rows, starts)`` ([N] each, ``lengths`` [N] their
-        runs): ``[N, R + 1]`` (``[N, R + 1, K]`` with categories), ``R`` their longest run;
-        ``at_end`` [B] is the speller's end of each text."""
+        runs): ``[N, R + 1]`` (``[N, R + 1, K]`` with categories), ``R`` their longest run; and
+        ``at_end`` [B], the speller's end of each text, computed by the first pass (None) right
+        after its spans, as one pass always computed it: a speller in training draws its dropout
+        in that order."""
         longest = int(lengths.max()) if lengths.numel() else 0
         if self.config.context == "none":  # one condition: every substring scored once
             spans = self._shared_spans(chars, space, rows, starts, lengths)
@@ -198,6 +198,10 @@ class SLM(SegmentLM):
         if speller_price:
             offsets = torch.arange(spans.shape[1], device=spans.device, dtype=spans.dtype)
             spans = spans - speller_price * offsets
+        if at_end is None:
+            texts = torch.arange(chars.ids.shape[0], device=states.device)
+            at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
+        speller_end = at_end
         if self.lexicon is not None:  # [N, R + 1] and [B], or per category [N, R + 1, K], [B, K]
             contexts = self._lexicon_contexts()
             mixed = [
@@ -217,7 +221,7 @@ class SLM(SegmentLM):
         )
         if self.transitions is not None:
             reaches_end = reaches_end.unsqueeze(-1)
-        return spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0)
+        return spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0), speller_end
 
     def _lexicon_contexts(self) -> list[torch.Tensor]:
         """What conditions the lexicon: ``no_context``, or each category's context."""
