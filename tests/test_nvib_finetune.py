@@ -343,8 +343,9 @@ def logged_unit_model(folder) -> str:
     """The id of a run that logged the unit model in ``folder`` as an MLflow model's ``segmenter``
     artifact (``MLmodel`` beside ``artifacts/segmenter``), as ``segrl units train`` logs it."""
     import mlflow
+    from segrl.tracking.runs import start_run
 
-    with mlflow.start_run() as run:
+    with start_run({}, "segrl") as run:  # this test's store and experiment, whatever came before
         mlflow.log_artifacts(str(folder), "model/artifacts/segmenter")
         mlflow.log_text("flavors: {}\n", "model/MLmodel")
     return run.info.run_id

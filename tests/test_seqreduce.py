@@ -172,7 +172,7 @@ def test_units_cli_train_seqreduce(mlflow_store, small_corpus_file, tmp_path, ca
     assert "[seqreduce] segment_f1" in out and "kept_per_char 0.2" in out  # ceil(n / 4) / n
     [row] = segmenter_runs()
     assert (row["segmenter"], row["kind"]) == ("seqreduce", "units")
-    assert 0 < row["units_per_char"] < 0.6  # at most ceil(n / 4) segments for a word of n
+    assert 0 < row["gold_units_per_char"] < 0.6  # at most ceil(n / 4) segments for a word of n
     assert list((mlflow_store / "mlruns").rglob("attention/sentence_0.png"))
     assert main(["compare"]) == 0
     assert "seqreduce  units" in capsys.readouterr().out
