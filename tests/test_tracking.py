@@ -123,6 +123,27 @@ def test_broken_sqlite_store_is_a_clear_error(mlflow_store):
         ensure_reachable()
 
 
+def test_a_store_missing_one_of_mlflows_tables_is_named_damaged(mlflow_store, capsys):
+    """A store whose ``metrics`` table was dropped: one line naming the table, not MLflow's pages
+    of SQLAlchemy tracebacks, and no run started."""
+    import sqlite3
+
+    from segrl.cli import main
+
+    with start_run({"x": 1}, "exp"):
+        pass
+    db = mlflow_store / "mlflow.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("drop table metrics")
+    with pytest.raises(TrackingError) as damaged:
+        ensure_reachable()
+    assert str(damaged.value).startswith(f"tracking store {db} is damaged: MLflow's table metrics")
+    capsys.readouterr()
+    assert main(["baseline", "--method", "characters", "--max-sentences", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is damaged: MLflow's table metrics is missing" in err
+
+
 def test_a_store_another_process_holds_is_named_as_locked(mlflow_store):
     """A store another writer holds locked (past sqlite's 5-second wait) is not called broken:
     moving it aside, as a broken one should be, would split its runs."""

@@ -59,6 +59,11 @@ def absolute_tracking_uri() -> str:
     return uri
 
 
+MLFLOW_TABLES = frozenset({"experiments", "runs", "metrics", "latest_metrics", "params", "tags"})
+"""Tables every MLflow sqlite store has once MLflow has created it (``alembic_version`` marks that):
+a store without one of them is damaged, and MLflow answers it with pages of tracebacks."""
+
+
 def ensure_reachable(uri: str | None = None) -> str:
     """Raise ``TrackingError`` unless the store at ``uri`` answers; returns the uri.
 
@@ -89,7 +94,12 @@ def ensure_reachable(uri: str | None = None) -> str:
         if db.exists():
             try:
                 with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-                    conn.execute("select name from sqlite_master limit 1").fetchall()
+                    tables = {
+                        name
+                        for (name,) in conn.execute(
+                            "select name from sqlite_master where type='table'"
+                        )
+                    }
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e):
                     raise TrackingError(
@@ -105,6 +115,12 @@ def ensure_reachable(uri: str | None = None) -> str:
                     f"tracking store {db} is not a readable sqlite database ({e}); move it aside "
                     "or point MLFLOW_TRACKING_URI elsewhere"
                 ) from None
+            missing = sorted(MLFLOW_TABLES - tables) if "alembic_version" in tables else []
+            if missing:
+                raise TrackingError(
+                    f"tracking store {db} is damaged: MLflow's table {missing[0]} is missing; move "
+                    "it aside (its runs are lost to MLflow) or point MLFLOW_TRACKING_URI elsewhere"
+                )
             if not os.access(db, os.W_OK):
                 raise TrackingError(
                     f"tracking store {db} is read-only; make it writable (chmod u+w) or point "
