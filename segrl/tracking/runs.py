@@ -132,10 +132,9 @@ def start_run(
                         mlflow.log_artifact(str(save_config(values, Path(tmp) / name)))
             logging_config = False
             yield run
-        except KeyboardInterrupt:  # Ctrl-C, or a stop signal raised as it: as the jobs end theirs
-            end_run_killed()
-            raise
-        except WriteError:  # a job's or a nested run's, said already: this run ends as theirs
+        except (KeyboardInterrupt, WriteError):
+            # Ctrl-C (or a stop signal raised as it), or a failed write a job or a nested run has
+            # said already: this run ends KILLED, as the jobs end theirs
             end_run_killed()
             raise
         except Exception as e:  # MLflow's errors, OSError
