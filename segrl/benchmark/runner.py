@@ -118,12 +118,22 @@ def run_bench(
     folder = Path(out or Path("runs") / "bench" / suite.name)
     check_writable_folder(folder, "--out")
     folder.mkdir(parents=True, exist_ok=True)
-    holder = lock_folder(folder)  # held until the bench ends, however it ends
+    holder = lock_folder(folder)
     if holder is not None:
         raise ConfigError(
             f"{folder} is in use: process {holder or '(starting)'} is running a bench into it; wait "
             "for it to end (then the same command finishes what is left), or give another --out"
         )
+    try:  # held until the bench ends, however it ends
+        return _run_bench_in(folder, suite, workers, ray_address, experiment)
+    finally:
+        unlock_folder(folder)
+
+
+def _run_bench_in(
+    folder: Path, suite: Suite, workers: int, ray_address: str | None, experiment: str
+) -> BenchOutcome:
+    """``run_bench`` in its bench folder, which this process holds."""
     started = time.perf_counter()
     cells = cells_of(suite)
     hashes = {
@@ -241,7 +251,6 @@ def run_bench(
                 if row[f"{metric}_mean"] == row[f"{metric}_mean"]
             }
         )
-    unlock_folder(folder)
     failed = [r for r in results if r["status"] == "failed"]
     return BenchOutcome(folder, parent_id, rows, results, table, wall, failed)
 
