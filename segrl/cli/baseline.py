@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     BASELINE_FLAGS.add_to(parser)
     add_job_args(parser, "vocab_size=8000 --set morfessor_corpus_weight=0.5")
-    parser.set_defaults(func=run_baseline_command)
+    parser.set_defaults(func=run_baseline_command, _config_of=baseline_config)
 
     compare = subparsers.add_parser(
         "compare",
@@ -68,15 +68,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compare.set_defaults(func=run_compare_command)
 
 
+def baseline_config(args: argparse.Namespace):
+    """The config ``segrl baseline`` trains with, from its parsed command line, its method checked
+    against the segmenters segrl knows."""
+    from segrl.baselines.registry import segmenter_class
+    from segrl.config import BaselineConfig
+
+    config = config_from_args(BaselineConfig, args)
+    if config.method != ALL:
+        segmenter_class(config.method)  # the error that names the methods
+    return config
+
+
 def run_baseline_command(args: argparse.Namespace) -> int:
     from segrl.baselines.experiment import run_baseline
     from segrl.baselines.registry import available_methods
-    from segrl.config import BaselineConfig
     from segrl.data import load_corpus, load_gold, refuse_gold_file
     from segrl.metrics import metrics_summary
     from segrl.tracking.store import ensure_reachable
 
-    config = config_from_args(BaselineConfig, args)
+    config = baseline_config(args)
     methods = available_methods() if config.method == ALL else [config.method]
     ensure_reachable()
     corpus = load_corpus(config.data)

@@ -108,28 +108,11 @@ def _check_commands(suite, experiment: str) -> None:
 
 
 def _check_values(args: argparse.Namespace) -> None:
-    """The config a cell's parsed command would train with, built and checked as its job checks it
-    (unknown ``--set`` options, values of the wrong type, out of range or not among the choices),
-    without loading data or starting anything."""
-    from segrl.cli import baseline, lm, train, units
-    from segrl.cli.common import config_from_args
-    from segrl.config import BaselineConfig, validate_config
+    """The config a cell's parsed command would train with, built by its command's own
+    ``_config_of`` and checked as its job checks it (unknown ``--set`` options, values of the wrong
+    type, out of range or not among the choices), without loading data or starting anything."""
+    from segrl.config import validate_config
 
-    func = getattr(args, "func", None)
-    if func is train.run_train_command:
-        from segrl.agents import TrainConfig
-
-        validate_config(config_from_args(TrainConfig, args))
-    elif func is lm.run_train:
-        from segrl.lm.segmenter import LMTrainConfig
-
-        validate_config(config_from_args(LMTrainConfig, args, lm_command=None))
-    elif func is units.run_train:
-        validate_config(units.units_config_from_args(args))
-    elif func is baseline.run_baseline_command:
-        from segrl.baselines.registry import available_methods, segmenter_class
-
-        config = config_from_args(BaselineConfig, args)
-        validate_config(config)
-        if config.method != baseline.ALL and config.method not in available_methods():
-            segmenter_class(config.method)  # the error that names the methods
+    config_of = getattr(args, "_config_of", None)
+    if config_of is not None:
+        validate_config(config_of(args))

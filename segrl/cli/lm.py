@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         table.add_to(train, title)
     _add_threads(train)
     add_job_args(train, LM_SET_EXAMPLE)
-    train.set_defaults(func=run_train)
+    train.set_defaults(func=run_train, _config_of=lm_train_config)
 
     levels = commands.add_parser(
         "levels",
@@ -109,13 +109,20 @@ def _threads(args: argparse.Namespace) -> None:
     set_threads(args._threads)
 
 
+def lm_train_config(args: argparse.Namespace):
+    """The config ``segrl lm train`` trains with, from its parsed command line."""
+    from segrl.lm.segmenter import LMTrainConfig
+
+    return config_from_args(LMTrainConfig, args, lm_command=None)
+
+
 def run_train(args: argparse.Namespace) -> int:
     from segrl.data import load_corpus, load_gold
-    from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+    from segrl.lm.segmenter import train_lm_segmenter
     from segrl.metrics import metrics_summary, posterior_metrics
     from segrl.tracking.store import ensure_reachable
 
-    config = config_from_args(LMTrainConfig, args, lm_command=None)
+    config = lm_train_config(args)
     _threads(args)
     ensure_reachable()
     corpus = load_corpus(config.data)

@@ -101,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for title, table in TRAIN_FLAGS:
         table.add_to(parser, title)
     add_job_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.arch.hidden_dim=256")
-    parser.set_defaults(func=run_train_command)
+    parser.set_defaults(func=run_train_command, _config_of=train_config)
 
 
 def check_agent_flags(args: argparse.Namespace, agent: str) -> None:
@@ -125,11 +125,20 @@ def check_agent_flags(args: argparse.Namespace, agent: str) -> None:
             )
 
 
-def run_train_command(args: argparse.Namespace) -> int:
-    from segrl.agents import TrainConfig, train
+def train_config(args: argparse.Namespace):
+    """The config ``segrl train`` trains with, from its parsed command line, the chosen agent's
+    flags checked (``check_agent_flags``)."""
+    from segrl.agents import TrainConfig
 
     config = config_from_args(TrainConfig, args)
     check_agent_flags(args, config.agent)
+    return config
+
+
+def run_train_command(args: argparse.Namespace) -> int:
+    from segrl.agents import train
+
+    config = train_config(args)
     print(f"[{config.name}] training; Ctrl-C stops at the next step with a checkpoint", flush=True)
     result = train(config)
     print(f"run folder: {result.run_dir}")

@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "runs/units/<run name or model>",
     )
     add_run_args(train)
-    train.set_defaults(func=run_train)
+    train.set_defaults(func=run_train, _config_of=units_config_from_args)
 
     finetune = units.add_parser(
         "finetune",
