@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import atexit
 import base64
-import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -22,7 +21,6 @@ import shutil
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -71,41 +69,33 @@ class _OwnWheelMismatch(logging.Filter):
 def _log_pyfunc(folder: Path, register: str | None) -> None:
     run_tags = mlflow.get_run(active_run_id()).data.tags
     wheel = segrl_wheel()
-    with _filtered(logging.getLogger("mlflow.utils.requirements_utils"), _OwnWheelMismatch()):
-        _log_model(folder, register, wheel, run_tags)
-
-
-@contextlib.contextmanager
-def _filtered(logger: logging.Logger, dropped: logging.Filter) -> Iterator[None]:
-    logger.addFilter(dropped)
+    checks = logging.getLogger("mlflow.utils.requirements_utils")  # MLflow's, as it logs a model
+    own_wheel = _OwnWheelMismatch()
+    checks.addFilter(own_wheel)
     try:
-        yield
+        mlflow.pyfunc.log_model(
+            name=MODEL_ARTIFACT,
+            python_model=str(PYFUNC_MODEL_FILE),
+            artifacts={SEGMENTER_ARTIFACT: str(folder), WHEEL_ARTIFACT: str(wheel)},
+            input_example=["unexpectedly", "the cats sat"],  # the signature: predict's hints
+            pip_requirements=wheel_requirements(wheel),
+            registered_model_name=register,
+            tags={k: run_tags[k] for k in (SEGMENTER_TAG, KIND_TAG) if k in run_tags},
+        )
     finally:
-        logger.removeFilter(dropped)
+        checks.removeFilter(own_wheel)
 
 
-def _log_model(folder: Path, register: str | None, wheel: Path, run_tags: dict) -> None:
-    mlflow.pyfunc.log_model(
-        name=MODEL_ARTIFACT,
-        python_model=str(PYFUNC_MODEL_FILE),
-        artifacts={SEGMENTER_ARTIFACT: str(folder), WHEEL_ARTIFACT: str(wheel)},
-        input_example=["unexpectedly", "the cats sat"],  # the signature comes from predict's hints
-        pip_requirements=wheel_requirements(wheel),
-        registered_model_name=register,
-        tags={k: run_tags[k] for k in (SEGMENTER_TAG, KIND_TAG) if k in run_tags},
-    )
-
-
-def wheel_requirements(wheel: Path | None = None) -> list[str]:
-    """The model's requirements: segrl at exactly the version of its wheel (``wheel``, else this
-    process's ``segrl_wheel``), found in the model's ``artifacts`` folder (pip reads a
+def wheel_requirements(wheel: Path) -> list[str]:
+    """The model's requirements: segrl at exactly the version of its ``wheel``, found in the
+    model's ``artifacts`` folder (pip reads a
     ``--find-links`` folder of a requirements file beside that file, wherever pip runs: MLflow's
     virtualenvs install from the model's folder, its Docker images from elsewhere).
 
     The version carries the wheel's content as a local label (``0.1.0+<hash>``): MLflow names a
     model's virtualenv by its requirements, so models logged by different segrl code get different
     environments, and models logged by the same code share one."""
-    version = (wheel or segrl_wheel()).name.split("-")[1]
+    version = wheel.name.split("-")[1]
     return ["--find-links artifacts", f"segrl=={version}"]
 
 
