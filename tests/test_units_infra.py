@@ -27,7 +27,8 @@ from segrl.units.layers import Attention, masked_softmax
 from segrl.units.noise import delete_characters, noise_alphabet, perturb
 from segrl.units.registry import model_class
 from segrl.units.saving import load_unit_model
-from segrl.units.training import lr_factor, train_unit_model, training_batches
+from segrl.units.stepping import UnitTrainer, lr_factor, matmul_tf32, noised
+from segrl.units.training import train_unit_model, training_batches
 from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
 
 TINY = {
@@ -86,6 +87,86 @@ def test_fully_masked_rows_give_zero_weights_and_finite_gradients():
     assert weights[1].sum().item() == pytest.approx(1.0)
     (weights * torch.arange(3.0)).sum().backward()
     assert torch.isfinite(logits.grad).all()
+
+
+@pytest.mark.parametrize("case", ["mask", "mask+bias", "bias", "causal", "none"])
+def test_fused_attention_is_the_explicit_function(case):
+    """Without weights (training), fused attention gives the explicit attention's output and
+    gradients: with a key mask (one query row with no key at all, which gives zero, not NaN), a
+    per-key bias that takes gradients (NVIB's), causal right-padded keys, and none of these."""
+    torch.manual_seed(0)
+    explicit = Attention(8, heads=2, fused=False)
+    fused = Attention(8, heads=2, fused=True)
+    fused.load_state_dict(explicit.state_dict())
+    x = torch.randn(3, 5, 8)
+    keys = x if case == "causal" else torch.randn(3, 4, 8)
+    size = keys.shape[1]
+    mask = torch.ones(3, size, dtype=torch.bool)
+    if case == "causal":
+        mask[1, 3:] = False  # right padding
+    elif "mask" in case:
+        mask[1, 2:] = False
+        mask[2] = False  # a sentence whose vectors were all dropped
+    options = {"causal": case == "causal"}
+    if case in ("mask", "mask+bias", "causal"):
+        options["key_mask"] = mask
+    results = []
+    key_bias = torch.randn(3, size)
+    for module in (explicit, fused):
+        bias = key_bias.clone().requires_grad_(True)
+        queries = x.clone().requires_grad_(True)
+        kwargs = dict(options, key_bias=bias) if "bias" in case else options
+        out, weights = module(queries, keys, need_weights=False, **kwargs)
+        assert (weights is None) == (module is fused)
+        rows = mask[1, :, None].expand(5, 8) if case == "causal" else torch.ones(5, 8).bool()
+        loss = (out[1] * rows).pow(2).sum() + out[0].pow(2).sum() + out[2].pow(2).sum()
+        loss.backward()
+        results.append((out, queries.grad, bias.grad))
+    (out_a, grad_a, bias_a), (out_b, grad_b, bias_b) = results
+    if case == "causal":  # padded query rows are never read: compare the real ones
+        out_a, out_b = out_a[1, :3], out_b[1, :3]
+    assert torch.allclose(out_a, out_b, atol=1e-5)
+    assert torch.allclose(grad_a, grad_b, atol=1e-5)
+    if "bias" in case:
+        assert torch.allclose(bias_a, bias_b, atol=1e-5)
+    if case.startswith("mask"):
+        assert torch.allclose(out_b[2], fused.out.bias.expand(5, 8))  # no key: output bias only
+        assert torch.isfinite(grad_b).all()
+
+
+def test_fused_attention_keeps_dropout_in_training_only():
+    torch.manual_seed(0)
+    attention = Attention(8, dropout=0.5)
+    x = torch.randn(2, 6, 8)
+    first, _ = attention(x, x, need_weights=False)
+    second, _ = attention(x, x, need_weights=False)
+    assert not torch.allclose(first, second)  # weights dropped at random
+    attention.eval()
+    third, _ = attention(x, x, need_weights=False)
+    fourth, weights = attention(x, x)
+    assert torch.allclose(third, fourth, atol=1e-6) and weights is not None
+
+
+def test_trainer_reads_an_update_back_and_refuses_a_non_finite_loss():
+    corpus = load_corpus()
+    config = build_units_config("transformer", None, {"arch.dim": 16, "arch.feed_forward": 16})
+    model = model_class("transformer")(config.arch, len(corpus.vocab))
+    trainer = UnitTrainer(model, corpus.vocab, config.train, torch.device("cpu"))
+    batch = trainer.batch(corpus.train[:4], step=0)
+    assert batch.noisy_texts == noised(corpus.train[:4], config.train.deletion_prob, 0, 0)
+    before = [p.detach().clone() for p in model.parameters()]
+    out = trainer.update(batch, progress=0.0)
+    values = trainer.values(out, 0, "FOLDER")
+    assert values["loss"] == pytest.approx(
+        values[RECONSTRUCTION]
+    )  # a plain Transformer: no penalty
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    out.total = torch.tensor(float("nan"))
+    with pytest.raises(ModelError, match="non-finite loss at step 3 .*FOLDER is intact"):
+        trainer.values(out, 3, "FOLDER")
+    before = torch.get_float32_matmul_precision()
+    with matmul_tf32(torch.device("cpu"), True):  # a CPU's products are left as they are
+        assert torch.get_float32_matmul_precision() == before
 
 
 def test_autoencoder_batch_layout():
@@ -153,7 +234,9 @@ def test_registry_builds_models():
     assert cls is TransformerAutoencoder
     model = cls(TransformerConfig(dim=16, feed_forward=16, encoder_layers=2), vocab_size=10)
     ids = torch.tensor([[4, 5, 6], [4, 5, 0]])
-    encoding = model.encode(ids, ids != 0)
+    training = model.encode(ids, ids != 0)  # a model in training builds no maps
+    assert training.attention is None and training.layer_attention == {}
+    encoding = model.eval().encode(ids, ids != 0)
     assert encoding.memory.shape == (2, 3, 16)
     assert encoding.attention.shape == (2, 3, 3)
     assert list(encoding.layer_attention) == ["layer 1", "layer 2"]
@@ -222,10 +305,10 @@ def test_interrupted_training_resumes_to_the_same_model(
     expected = train_unit_model(straight)
 
     interrupted = tiny_config(small_corpus_file, tmp_path / "b", model, **common)
-    import segrl.units.training as training
+    import segrl.units.stepping as stepping
 
     calls = {"n": 0}
-    real = training.make_autoencoder_batch
+    real = stepping.make_autoencoder_batch
 
     def stop_at_step_7(*args, **kwargs):
         calls["n"] += 1
@@ -233,11 +316,11 @@ def test_interrupted_training_resumes_to_the_same_model(
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(training, "make_autoencoder_batch", stop_at_step_7)
+    monkeypatch.setattr(stepping, "make_autoencoder_batch", stop_at_step_7)
     with pytest.raises(KeyboardInterrupt):
         train_unit_model(interrupted)
     assert (interrupted.run_folder / CHECKPOINT_FILE).exists()
-    monkeypatch.setattr(training, "make_autoencoder_batch", real)
+    monkeypatch.setattr(stepping, "make_autoencoder_batch", real)
     other = tiny_config(small_corpus_file, tmp_path / "b", model, **{**common, "arch.dim": 16})
     with pytest.raises(ConfigError, match="different config"):
         train_unit_model(other)

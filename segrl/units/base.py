@@ -51,13 +51,22 @@ class AutoencoderBatch:
     texts: list[str]
     noisy_texts: list[str]
 
-    def to(self, device: torch.device | str) -> AutoencoderBatch:
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> AutoencoderBatch:
+        """The batch on ``device``; with ``non_blocking`` a CPU batch bound for a GPU is copied
+        from pinned memory, without waiting for the work already queued there."""
+        pin = non_blocking and torch.device(device).type == "cuda"
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return (t.pin_memory() if pin and t.device.type == "cpu" else t).to(
+                device, non_blocking=non_blocking
+            )
+
         return AutoencoderBatch(
-            self.source.to(device),
-            self.source_mask.to(device),
-            self.decoder_input.to(device),
-            self.target.to(device),
-            self.target_mask.to(device),
+            move(self.source),
+            move(self.source_mask),
+            move(self.decoder_input),
+            move(self.target),
+            move(self.target_mask),
             self.texts,
             self.noisy_texts,
         )
@@ -108,9 +117,10 @@ class Encoding:
 
     memory: torch.Tensor  # [B, K, Dm] the vectors (units) the decoder reads
     memory_mask: torch.Tensor  # [B, K] bool, True at vectors the decoder may read (kept)
-    attention: torch.Tensor
+    attention: torch.Tensor | None
     """``[B, L, S]``: the map segments are read from; rows are the input characters (rows beyond a
-    text's length are padding), columns the keys (characters, slots, plus e.g. NVIB's prior)."""
+    text's length are padding), columns the keys (characters, slots, plus e.g. NVIB's prior). None
+    where a model in training does not build its maps (segments are read in eval mode)."""
     kept: torch.Tensor | None = (
         None  # [B] float, vectors/units kept per sentence, where that applies
     )

@@ -91,7 +91,7 @@ class UnitVectorAutoencoder(TransformerAutoencoder):
         self.decoder = CharDecoder(
             vocab_size, c.dim, c.decoder_heads, c.feed_forward, c.decoder_layers, c.max_len + 1,
             c.dropout, memory_dim=c.unit_dim, attention_dropout=c.attention_dropout,
-            attention_init=c.attention_init,
+            attention_init=c.attention_init, fused=c.fused_attention,
         )  # fmt: skip
 
     def units(self, chars: Encoding, mask: torch.Tensor) -> Encoding:

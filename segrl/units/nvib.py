@@ -174,6 +174,7 @@ def clip_pseudo_counts(
     return relative + total.clamp_max(math.log(omega))
 
 
+@torch.compiler.disable  # no compiler lowers the Gamma draws' gradient: run as it is written
 def sample_log_weights(log_alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``log pi`` for ``pi ~ Dir(alpha)`` over the components where ``mask`` is True, ``[B, S]``.
 
@@ -183,7 +184,8 @@ def sample_log_weights(log_alpha: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     with torch.autocast(log_alpha.device.type, enabled=False):
         log_alpha = log_alpha.float().clamp(LOG_ALPHA_MIN_SAMPLING, LOG_ALPHA_MAX)
         alpha = torch.exp(log_alpha)
-        boosted = torch.distributions.Gamma(alpha + 1.0, torch.ones_like(alpha)).rsample()
+        gamma = torch.distributions.Gamma(alpha + 1.0, torch.ones_like(alpha), validate_args=False)
+        boosted = gamma.rsample()  # (no validation: it would wait for a GPU; alpha + 1 > 0)
         uniform = torch.rand_like(alpha).clamp_min(torch.finfo(alpha.dtype).tiny)
         log_gamma = torch.log(boosted) + torch.log(uniform) * torch.exp(-log_alpha)  # [B, S]
         log_gamma = log_gamma.masked_fill(~mask, -math.inf)
@@ -204,18 +206,21 @@ def training_key_bias(log_pi: torch.Tensor, z: torch.Tensor, head_dim: int) -> t
 
 
 def denoising_attention_train(
-    attention: Attention, queries: torch.Tensor, params: DPParameters
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    attention: Attention, queries: torch.Tensor, params: DPParameters, need_weights: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Training-time denoising self-attention of ``queries [B, L, P]`` over a sample of ``params``.
 
-    Returns ``(output [B, L, P], weights [B, H, L, S], log_pi [B, S])``.
+    Returns ``(output [B, L, P], weights [B, H, L, S] | None, log_pi [B, S])``; the weights are
+    None with ``fused`` attention unless ``need_weights``.
     """
     with torch.autocast(queries.device.type, enabled=False):
         log_pi = sample_log_weights(params.log_alpha, params.mask)
         z = sample_vectors(params.mu, params.logvar)  # [B, S, P]
         bias = training_key_bias(log_pi, z, attention.head_dim)
         keep = params.mask & torch.isfinite(log_pi)
-        output, weights = attention(queries.float(), z, key_mask=keep, key_bias=bias)
+        output, weights = attention(
+            queries.float(), z, key_mask=keep, key_bias=bias, need_weights=need_weights
+        )
     return output, weights, log_pi
 
 
@@ -296,7 +301,10 @@ def denoising_attention_simplified(
 
 
 def kl_dirichlet(
-    alpha0_q: torch.Tensor, alpha0_p: torch.Tensor, kappa0: torch.Tensor | float
+    alpha0_q: torch.Tensor,
+    alpha0_p: torch.Tensor,
+    kappa0: torch.Tensor | float,
+    check: bool = True,
 ) -> torch.Tensor:
     """The Dirichlet KL term ``L_D`` of NVIB (Henderson & Fehr 2023), elementwise, in fp64:
 
@@ -305,11 +313,14 @@ def kl_dirichlet(
     ``lgamma(a_q) - lgamma(a_p) + (a_q - a_p)(digamma(a_q/k) - digamma(a_q)) + k (lgamma(a_p/k) -
     lgamma(a_q/k))``. Non-negative, 0 when the totals agree. (The formula printed in the stacked-NVIB
     paper, eq. 4, is not this and is never positive; it is not used.)
+
+    ``check=False`` skips the check that every argument is positive (on a GPU the check waits for
+    the device): for callers whose arguments are positive by construction.
     """
     a_q = torch.as_tensor(alpha0_q, dtype=torch.float64)
     a_p = torch.as_tensor(alpha0_p, dtype=torch.float64, device=a_q.device)
     k = torch.as_tensor(kappa0, dtype=torch.float64, device=a_q.device)
-    if (a_q <= 0).any() or (a_p <= 0).any() or (k <= 0).any():
+    if check and ((a_q <= 0).any() or (a_p <= 0).any() or (k <= 0).any()):
         raise ValueError("kl_dirichlet needs positive total pseudo-counts and kappa0")
     return (
         torch.lgamma(a_q)

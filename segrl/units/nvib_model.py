@@ -133,7 +133,8 @@ class NVIBEncoderLayer(nn.Module):
     ``x + FF(LN(x))``.
 
     ``forward(x [B, L, D], mask [B, L], log_alpha_skip [B, L] | None)`` ->
-    ``(x [B, L, D], weights [B, H, L, L + 1], params)``.
+    ``(x [B, L, D], weights [B, H, L, L + 1], params)``; the weights are None in training with fused
+    attention.
     """
 
     def __init__(self, config: NVIBConfig):
@@ -142,7 +143,9 @@ class NVIBEncoderLayer(nn.Module):
         self.attention_norm = nn.LayerNorm(c.dim)
         clip = (c.clip_epsilon, c.clip_omega) if c.clip_alpha else None
         self.nvib = NVIBLayer(c.dim, c.learn_prior_mean, c.quadratic_alpha, clip, c.prior_alpha)
-        self.attention = Attention(c.dim, c.heads, c.attention_dropout, c.attention_init)
+        self.attention = Attention(
+            c.dim, c.heads, c.attention_dropout, c.attention_init, c.fused_attention
+        )
         self.feed_forward_norm = nn.LayerNorm(c.dim)
         self.feed_forward = FeedForward(c.dim, c.feed_forward, c.dropout)
         self.dropout = nn.Dropout(c.dropout)
@@ -153,7 +156,7 @@ class NVIBEncoderLayer(nn.Module):
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, log_alpha_skip: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, DPParameters]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None, DPParameters]:
         h = self.attention_norm(x)
         params = self.nvib(h, mask, log_alpha_skip)
         if self.training:
@@ -245,12 +248,13 @@ class NVIBAutoencoder(TransformerAutoencoder):
                 stats[f"kept_fraction/layer_{number}"] = (kept.sum(1) / n_chars).mean()
             else:
                 x, weights = layer(x, mask)
-            maps[f"layer {number}"] = weights.mean(dim=1)  # [B, L, S] averaged over heads
+            if weights is not None:  # None in training
+                maps[f"layer {number}"] = weights.mean(dim=1)  # [B, L, S] averaged over heads
         final_kept = dp_layers[-1][1].token_kept(c.threshold) & mask  # [B, L]
         return Encoding(
             memory=self.encoder_norm(x),
             memory_mask=final_kept,
-            attention=maps[f"layer {len(self.encoder_layers)}"],
+            attention=maps.get(f"layer {len(self.encoder_layers)}"),
             kept=final_kept.sum(1).float(),
             layer_attention=maps,
             stats=stats,
@@ -269,7 +273,8 @@ class NVIBAutoencoder(TransformerAutoencoder):
             kappa0 = n + 1
             alpha0_q = params.alpha.double().sum(-1)  # [B], prior included
             alpha0_p = c.prior_alpha + n * c.alpha_delta
-            l_d = (kl_dirichlet(alpha0_q, alpha0_p, kappa0) / kappa0).mean().float()
+            # positive by construction: alpha0_q holds the prior's pseudo-count, prior_alpha > 0
+            l_d = (kl_dirichlet(alpha0_q, alpha0_p, kappa0, check=False) / kappa0).mean().float()
             l_g = kl_gaussian(params).mean()
             encoding.stats[f"{KL_DIRICHLET}/layer_{number}"] = l_d.detach()
             encoding.stats[f"{KL_GAUSSIAN}/layer_{number}"] = l_g.detach()

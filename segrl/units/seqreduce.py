@@ -79,6 +79,9 @@ class SeqReduceConfig:
     """window: W^S starts as a window average over the positions each latent covers; random."""
     max_len: int = 256
     """Input positions (the width of W^S); the longest sentence plus one must fit."""
+    fused_attention: bool = True
+    """Attention through PyTorch's fused scaled-dot-product kernels where its weights are not needed
+    (training); false computes the weights explicitly everywhere (slower, the same function)."""
 
     def check(self, prefix: str) -> None:
         if not 0 < self.ratio <= 1:
@@ -174,7 +177,8 @@ class SeqReduceAutoencoder(UnitModel):
         validate_config(c, "arch.")
         self.embedding = CharEmbedding(vocab_size, c.dim, c.max_len, c.dropout)
         self.encoder_layers = nn.ModuleList(
-            EncoderLayer(c.dim, c.heads, c.feed_forward, c.dropout) for _ in range(c.encoder_layers)
+            EncoderLayer(c.dim, c.heads, c.feed_forward, c.dropout, fused=c.fused_attention)
+            for _ in range(c.encoder_layers)
         )
         latents, outputs = c.max_latents, c.max_len + 1
 
@@ -194,7 +198,8 @@ class SeqReduceAutoencoder(UnitModel):
             outputs, latents, c.dim, c.attention_dim, c.heads, scale(outputs, latents, False)
         )
         self.decoder_layers = nn.ModuleList(
-            EncoderLayer(c.dim, c.heads, c.feed_forward, c.dropout) for _ in range(c.decoder_layers)
+            EncoderLayer(c.dim, c.heads, c.feed_forward, c.dropout, fused=c.fused_attention)
+            for _ in range(c.decoder_layers)
         )
         self.output_norm = nn.LayerNorm(c.dim)
         self.output = nn.Linear(c.dim, vocab_size)
@@ -218,7 +223,8 @@ class SeqReduceAutoencoder(UnitModel):
         maps: dict[str, torch.Tensor] = {}
         for i, layer in enumerate(self.encoder_layers):
             x, weights = layer(x, mask)
-            maps[f"layer {i + 1}"] = weights.mean(dim=1)
+            if weights is not None:  # None in training
+                maps[f"layer {i + 1}"] = weights.mean(dim=1)
         counts = self.latent_counts(mask.sum(1))  # [B]
         rows = int(counts.max())
         latent_mask = torch.arange(rows, device=ids.device).unsqueeze(0) < counts.unsqueeze(1)

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import random
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,6 @@ from segrl.errors import ConfigError, DataError, ModelError
 from segrl.jobs import CHECKPOINT_FILE, Job, JobStart, RunDir, resolve_job_tables
 from segrl.model_files import is_model_uri, logged_segmenter_folder
 from segrl.runtime import (
-    autocast,
-    mixed_precision,
     resolve_device,
     seed_everything,
     set_threads,
@@ -52,13 +49,13 @@ from segrl.tracking.models import log_segmenter_model
 from segrl.tracking.runs import active_run_id, log_data, log_metrics
 from segrl.tracking.store import download_model, ensure_reachable
 from segrl.tracking.tags import KIND_TAG
-from segrl.units.base import UnitModel, make_autoencoder_batch
-from segrl.units.config import UnitsConfig, UnitsTrainConfig
+from segrl.units.base import UnitModel
+from segrl.units.config import UnitsConfig
 from segrl.units.evaluation import evaluate_unit_model
 from segrl.units.experiment import UNITS_KIND, final_evaluation
-from segrl.units.noise import delete_characters
 from segrl.units.registry import model_class
 from segrl.units.saving import MODEL_FILE, build_model, load_unit_model, save_unit_model
+from segrl.units.stepping import UnitTrainer
 
 RESUMABLE_CHANGES = frozenset(
     {
@@ -84,28 +81,6 @@ class TrainResult:
     run_id: str | None
     resumed_from: int
     """The step the run resumed from (0 for a fresh run)."""
-
-
-def make_optimizer(model: torch.nn.Module, train: UnitsTrainConfig) -> torch.optim.Optimizer:
-    cls = {"radam": torch.optim.RAdam, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-    return cls[train.optimizer](model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
-
-
-def lr_factor(step: int, train: UnitsTrainConfig) -> float:
-    """Learning-rate multiplier at ``step``: linear warm-up, then constant or a cosine cool-down to 0
-    at the last step."""
-    if step < train.warmup_steps:
-        return (step + 1) / train.warmup_steps
-    if train.schedule == "constant":
-        return 1.0
-    span = max(train.steps - train.warmup_steps, 1)
-    return 0.5 * (1.0 + math.cos(math.pi * min(step - train.warmup_steps, span) / span))
-
-
-def noised(texts: Sequence[str], prob: float, seed: int, step: int) -> list[str]:
-    """``texts`` with deletion noise drawn from (seed, step)."""
-    rng = random.Random(f"noise:{seed}:{step}")
-    return [delete_characters(t, prob, rng) for t in texts]
 
 
 @contextlib.contextmanager
@@ -217,24 +192,14 @@ def train_unit_model(
         seed_everything(train.seed)
         vocab = corpus.vocab
         model = build_model(config, len(vocab)).to(device)
-        optimizer = make_optimizer(model, train)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, train))
-        scaler = torch.amp.GradScaler(
-            device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
-        )
+        trainer = UnitTrainer(model, vocab, train, device)
         if config.init_from and not run.has_checkpoint:
             start_from_trained(model, config.init_from, vocab, device)
     n_gold = min(config.eval.gold_words_during_training, len(gold))
     valid_gold = random.Random(train.seed).sample(gold, n_gold)
 
     def save() -> dict[str, Any]:
-        return {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
-            "vocab": vocab.to_dict(),
-        }
+        return {"model": model.state_dict(), **trainer.state_dict(), "vocab": vocab.to_dict()}
 
     def restore(state: dict[str, Any]) -> None:
         if state["vocab"] != vocab.to_dict():
@@ -242,9 +207,7 @@ def train_unit_model(
                 f"{run.checkpoint_path} was trained on a corpus with another vocabulary"
             )
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
+        trainer.load_state_dict(state)
 
     def evaluate_valid(at_step: int) -> dict[str, float]:
         metrics = evaluate_unit_model(
@@ -288,37 +251,22 @@ def train_unit_model(
         batches = training_batches(corpus.train, train.batch_size, train.seed, job.step)
         speed = _Speed()
         model.train()
+        batch = trainer.batch(next(batches), job.step)
+        made = job.step
         try:
             for step in job.loop():  # update ``step`` follows the ``step - 1`` made so far
-                texts = next(batches)
-                started = time.perf_counter()
-                batch = make_autoencoder_batch(
-                    vocab, texts, noised(texts, train.deletion_prob, train.seed, step - 1), device
-                )
-                with autocast(device, train.precision):
-                    out = model.loss(batch, progress=(step - 1) / train.steps)
-                if not torch.isfinite(out.total):
-                    raise ModelError(
-                        f"non-finite loss at step {step - 1} ({_describe(out.terms)}); the last "
-                        f"checkpoint in {folder} is intact. Lower train.lr or use fp32."
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                scaler.scale(out.total).backward()
-                if train.grad_clip > 0:
-                    scaler.unscale_(optimizer)
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-                scaler.step(optimizer)
-                scaler.update()
-                scheduler.step()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                speed.add(sum(len(t) for t in texts), time.perf_counter() - started)
-                stats = {"loss": out.total, **out.terms, **out.stats}
-                job.end_step(step, {k: float(v.detach()) for k, v in stats.items()})
+                out = trainer.update(batch, progress=(step - 1) / train.steps)
+                made = step
+                chars = sum(len(t) for t in batch.texts)
+                batch = trainer.batch(next(batches), step)  # on the CPU while the device computes
+                values = trainer.values(out, step - 1, str(folder))
+                speed.add(chars)
+                job.end_step(step, values)
                 if job.logged(step):  # beside the means: the learning rate and the speed
-                    extra = {"train/lr": scheduler.get_last_lr()[0], **speed.flush()}
+                    extra = {"train/lr": trainer.scheduler.get_last_lr()[0], **speed.flush()}
                     log_metrics(extra, step=step)
-        except KeyboardInterrupt:  # a second Ctrl-C, mid-step: keep the last completed step
+        except KeyboardInterrupt:  # a second Ctrl-C, mid-step: keep the last completed update
+            job.step = made  # one made whole whose numbers were not yet read counts too
             if job.step > (job.resumed_from or 0):
                 job.save()
             raise
@@ -327,21 +275,18 @@ def train_unit_model(
 
 
 class _Speed:
-    """Training characters per second since the last log."""
+    """Training characters per second since the last log (wall-clock time between updates, the
+    making of batches included)."""
 
     def __init__(self) -> None:
         self.chars = 0
-        self.seconds = 0.0
+        self.since = time.perf_counter()
 
-    def add(self, chars: int, seconds: float) -> None:
+    def add(self, chars: int) -> None:
         self.chars += chars
-        self.seconds += seconds
 
     def flush(self) -> dict[str, float]:
-        out = {"train/chars_per_second": self.chars / self.seconds if self.seconds else 0.0}
+        seconds = time.perf_counter() - self.since
+        out = {"train/chars_per_second": self.chars / seconds if seconds > 0 else 0.0}
         self.__init__()
         return out
-
-
-def _describe(terms: dict[str, torch.Tensor]) -> str:
-    return ", ".join(f"{k}={float(v):.4g}" for k, v in terms.items())

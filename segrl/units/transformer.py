@@ -40,6 +40,9 @@ class TransformerConfig:
     biases)."""
     attention_dropout: float = 0.0
     """Dropout on attention weights in training (the reference NVIB code's: 0.1)."""
+    fused_attention: bool = True
+    """Attention through PyTorch's fused scaled-dot-product kernels where its weights are not needed
+    (training); false computes the weights explicitly everywhere (slower, the same function)."""
 
     def check(self, prefix: str) -> None:
         if not 0.0 <= self.attention_dropout < 1.0:
@@ -71,26 +74,29 @@ class TransformerAutoencoder(UnitModel):
             c.dropout,
             attention_dropout=c.attention_dropout,
             attention_init=c.attention_init,
+            fused=c.fused_attention,
         )
 
     def make_encoder_layer(self, index: int) -> nn.Module:
         """Encoder layer ``index`` (0-based); subclasses replace some layers."""
         c = self.config
         return EncoderLayer(
-            c.dim, c.heads, c.feed_forward, c.dropout, c.attention_dropout, c.attention_init
-        )
+            c.dim, c.heads, c.feed_forward, c.dropout, c.attention_dropout, c.attention_init,
+            c.fused_attention,
+        )  # fmt: skip
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> Encoding:
         x = self.embedding(ids)  # [B, L, D]
         maps: dict[str, torch.Tensor] = {}
         for i, layer in enumerate(self.encoder_layers):
             x, weights = layer(x, mask)
-            maps[f"layer {i + 1}"] = weights.mean(dim=1)  # [B, L, L] averaged over heads
+            if weights is not None:  # None in training
+                maps[f"layer {i + 1}"] = weights.mean(dim=1)  # [B, L, L] averaged over heads
         memory = self.encoder_norm(x)
         return Encoding(
             memory=memory,
             memory_mask=mask,
-            attention=maps[f"layer {len(self.encoder_layers)}"],
+            attention=maps.get(f"layer {len(self.encoder_layers)}"),
             kept=mask.sum(dim=1).float(),
             layer_attention=maps,
         )
