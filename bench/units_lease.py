@@ -38,7 +38,7 @@ SHOWN = ("reconstruction", "kept", "units_per_char", "boundary_f1", "segment_f1"
 EVAL_RESERVE = 0.05
 """Fraction of the budget a compressed schedule leaves for the steps' variation."""
 WARMUP = 5
-"""Steps before the probe's timing starts (a compiled model compiles in them)."""
+"""Steps before the probe's timing starts (the first are slower: the GPU warms up)."""
 
 
 def train_within(path: str, overrides: dict, budget: float, probe: int) -> dict:

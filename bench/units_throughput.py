@@ -6,9 +6,9 @@ makes each batch while the device idles), for NVIB and the plain Transformer at 
     python bench/units_throughput.py                      # CPU-sized models, 20 steps each
     python bench/units_throughput.py --preset paper --device cuda --precision bf16 --batch-size 512
     python bench/units_throughput.py --profile 3          # also where each step spends its time
-    python bench/units_throughput.py --variants reference,default,compiled --json speeds.json
+    python bench/units_throughput.py --models nvib --json speeds.json
 
-Steps alternate between the runs (after two warm-up steps each; compiling happens in those), so that load from other
+Steps alternate between the runs (after two warm-up steps each), so that load from other
 processes affects all alike; the ratios are the numbers to compare across machines. Wall-clock time
 is measured over whole steps, the making of batches included.
 """
@@ -39,7 +39,6 @@ PRESETS = {
 VARIANTS = {
     "reference": {"arch.fused_attention": False, "train.tf32": False},
     "default": {},
-    "compiled": {"train.compile": True},
 }
 WARMUP = 2
 

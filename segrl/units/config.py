@@ -70,10 +70,6 @@ class UnitsTrainConfig:
     tf32: bool = True
     """On a GPU, fp32 matrix products in TensorFloat-32 (PyTorch's "high" float32 matmul precision;
     no effect on a CPU). The NVIB layers' projections run in fp32 even under bf16 autocast."""
-    compile: bool = False
-    """Compile the model's loss with ``torch.compile`` (fewer, fused kernels: on a GPU, less time
-    launching them; compiling takes a minute or more at the start of a run, and on a CPU it was
-    slower)."""
     threads: int | None = None
     """PyTorch CPU threads (None: PyTorch's default, resolved to its count where the job starts)."""
     log_every: int = 25

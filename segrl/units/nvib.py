@@ -174,7 +174,6 @@ def clip_pseudo_counts(
     return relative + total.clamp_max(math.log(omega))
 
 
-@torch.compiler.disable  # no compiler lowers the Gamma draws' gradient: run as it is written
 def sample_log_weights(log_alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``log pi`` for ``pi ~ Dir(alpha)`` over the components where ``mask`` is True, ``[B, S]``.
 

@@ -70,15 +70,6 @@ def matmul_tf32(device: torch.device, enabled: bool) -> Iterator[None]:
         torch.set_float32_matmul_precision(before)
 
 
-def compile_layers(model: torch.nn.Module) -> None:
-    """Compile the repeated blocks of ``model`` (each layer of its ``nn.ModuleList``s), in place,
-    with ``torch.compile``: one compiled function serves every layer of a kind."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.ModuleList):
-            for layer in module:
-                layer.compile(dynamic=True)
-
-
 class UnitTrainer:
     """The optimizer, schedule and gradient scaler of a unit model's training (see the module
     docstring); ``state_dict``/``load_state_dict`` carry them through a checkpoint."""
@@ -97,8 +88,6 @@ class UnitTrainer:
         self.scaler = torch.amp.GradScaler(
             device.type, enabled=train.precision == "fp16" and mixed_precision(device, "fp16")
         )
-        if train.compile:
-            compile_layers(model)
 
     def batch(self, texts: Sequence[str], step: int) -> AutoencoderBatch:
         """The batch of update ``step`` (0-based): ``texts`` and their noised copies, on its way to
