@@ -4,6 +4,8 @@ from segrl.agents import TrainConfig, train
 result = train(TrainConfig())          # REINFORCE, BiLSTM, Morfessor rewards, bundled corpus
 """
 
+import importlib
+
 from segrl.agents.config import PPOConfig, ReinforceConfig, TrainConfig
 from segrl.agents.policies import (
     BiLSTMEncoder,
@@ -13,9 +15,23 @@ from segrl.agents.policies import (
     TransformerEncoder,
 )
 from segrl.agents.registry import AGENTS
-from segrl.agents.reinforce import Reinforce, ValueBaseline, reinforce_loss
 from segrl.agents.segmenter import AgentSegmenter
-from segrl.agents.trainer import train
+
+_TRAINING = {
+    "Reinforce": "segrl.agents.reinforce",
+    "ValueBaseline": "segrl.agents.reinforce",
+    "reinforce_loss": "segrl.agents.reinforce",
+    "train": "segrl.agents.trainer",
+}
+"""What trains (and so brings the job skeleton and MLflow) loads when it is first asked for: a
+saved agent segments without them."""
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562
+    if name in _TRAINING:
+        return getattr(importlib.import_module(_TRAINING[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AGENTS",
