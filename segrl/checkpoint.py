@@ -133,21 +133,32 @@ def load_tensor_file(
     except FileNotFoundError:
         raise ModelError(f"{path}: no such file; expected a {what}") from None
     except pickle.UnpicklingError as e:
-        found = re.search(r"GLOBAL ([\w.]+)", str(e))
-        if found:
+        if pickled_objects(e):
             raise ModelError(
-                f"{path}: holds pickled Python objects ({found.group(1)}), which segrl never loads "
-                "(unpickling can run code); if an earlier segrl wrote it, train it again with this one"
+                f"{path}: {pickled_objects(e)}; if an earlier segrl wrote it, train it again with "
+                "this one"
             ) from None
-        raise ModelError(f"{path}: damaged or not a {what} ({_first_line(e)})") from None
+        raise ModelError(f"{path}: damaged or not a {what} ({first_line(e)})") from None
     except Exception as e:  # bytes from anywhere: torch's reader fails in many ways
         if path.is_file() and path.stat().st_size == 0:
             raise ModelError(f"{path}: an empty file, not a {what}") from None
-        raise ModelError(f"{path}: damaged or not a {what} ({_first_line(e)})") from None
+        raise ModelError(f"{path}: damaged or not a {what} ({first_line(e)})") from None
 
 
-def _first_line(error: Exception) -> str:
-    """The gist of one of torch's (often many-line) errors."""
+def pickled_objects(error: Exception) -> str | None:
+    """What a weights-only load that refused a pickled Python object says of the file (naming the
+    object, e.g. ``posix.system``), or None where ``error`` is no such refusal."""
+    found = re.search(r"GLOBAL ([\w.]+)", str(error))
+    if not isinstance(error, pickle.UnpicklingError) or not found:
+        return None
+    return (
+        f"holds pickled Python objects ({found.group(1)}), which segrl never loads "
+        "(unpickling can run code)"
+    )
+
+
+def first_line(error: Exception) -> str:
+    """The gist of one of torch's (often many-line) errors, without its advice to load unsafely."""
     text = str(error).split("WeightsUnpickler error:")[-1]  # torch's advice to load it unsafely: no
     advice = ("Weights only load failed", "Check the")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -176,7 +187,7 @@ def load_weights(module: torch.nn.Module, state: Any, path: Path, fits: str) -> 
     try:
         module.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError) as e:
-        raise ModelError(f"{path}: weights that do not fit {fits} ({_first_line(e)})") from None
+        raise ModelError(f"{path}: weights that do not fit {fits} ({first_line(e)})") from None
 
 
 def save_tensor_file(value: Any, path: str | Path) -> None:

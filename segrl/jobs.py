@@ -67,7 +67,7 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
-from segrl.checkpoint import load_checkpoint, save_checkpoint
+from segrl.checkpoint import first_line, load_checkpoint, pickled_objects, save_checkpoint
 from segrl.config import (
     NO_LIMIT,
     flatten_config,
@@ -559,10 +559,15 @@ class Job:
             except SegrlError:
                 raise
             except Exception as e:  # a state the fresh trainer does not take (SB3's zip, weights)
-                said = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                found = pickled_objects(e)  # as the loaders say it, not torch's unsafe advice
+                why = (
+                    f"{found}, so this job cannot resume from it"
+                    if found
+                    else "a checkpoint this job cannot resume from "
+                    f"({type(e).__name__}: {first_line(e)[:200]})"
+                )
                 raise ModelError(
-                    f"{self.run.checkpoint_path}: a checkpoint this job cannot resume from "
-                    f"({type(e).__name__}: {said[:200]}); give another --out folder, or move the "
+                    f"{self.run.checkpoint_path}: {why}; give another --out folder, or move the "
                     "checkpoint aside to train from the start"
                 ) from None
             self.step = self.resumed_from = state["step"]
