@@ -82,12 +82,24 @@ def foreign_files(path: str | Path, own: Collection[str]) -> list[str]:
     return [] if any(name in own for name in names) else names
 
 
-def folder_problem(path: str | Path) -> str | None:
-    """Why ``path`` can be neither written as a folder nor created as one (None: it can): a name in
-    it is too long, its nearest existing parent is a file, or not writable."""
+def length_problem(path: str | Path) -> str | None:
+    """Why the system refuses ``path`` for its length (``ENAMETOOLONG``), or None: a name in it is
+    longer than the file system allows, or the whole path is longer than the system takes."""
     name_max = os.pathconf("/", "PC_NAME_MAX")
     if any(len(os.fsencode(part)) > name_max for part in Path(path).parts):
         return f"a name in it is longer than the file system allows ({name_max} bytes)"
+    path_max = os.pathconf("/", "PC_PATH_MAX")  # counting the terminating NUL
+    if len(os.fsencode(os.fspath(path))) >= path_max:
+        return f"the path is longer than the system allows ({path_max - 1} bytes)"
+    return None
+
+
+def folder_problem(path: str | Path) -> str | None:
+    """Why ``path`` can be neither written as a folder nor created as one (None: it can): it is
+    too long (``length_problem``), its nearest existing parent is a file, or not writable."""
+    too_long = length_problem(path)
+    if too_long is not None:
+        return too_long
     existing = Path(path)
     while not existing.exists():
         if existing.parent == existing:

@@ -207,6 +207,11 @@ def _too_long(folder: Path) -> Path:
     return folder / ("a" * 300)
 
 
+def _path_too_long(folder: Path) -> Path:
+    """A path of short enough names that is longer in all than Linux takes (4,096 bytes)."""
+    return folder.joinpath(*["d" * 200] * 25)
+
+
 SMALL = ["--min-char-count", "1", "--gold-max-words", "50"]
 
 # (id, command line with {f} for the made file and {corpus} for a small good corpus, file maker,
@@ -456,6 +461,18 @@ CASES = [
     ),
     ("segment-name-too-long", ["segment", "--model", "{f}"], _too_long, "cannot open it"),
     ("data-name-too-long", ["data", "--corpus", "{f}"], _too_long, "longer than the file"),
+    (  # no name in it is too long: the message said one was
+        "data-path-too-long",
+        ["data", "--corpus", "{f}"],
+        _path_too_long,
+        "the path is longer than the system allows (4095 bytes); give a shorter path",
+    ),
+    (  # refused by the up-front check of --out, before anything runs
+        "baseline-out-path-too-long",
+        ["baseline", "--method", "characters", "--corpus", "{corpus}", "--out", "{f}", *SMALL],
+        _path_too_long,
+        "the path is longer than the system allows (4095 bytes); give a folder you can write",
+    ),
     (
         "evaluate-name-too-long",
         ["evaluate", "--predictions", "{f}"],

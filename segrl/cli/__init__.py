@@ -1,7 +1,7 @@
 """The ``segrl`` command. Thin: parses arguments, builds a config, calls library functions.
 
 Each subcommand group lives in its own module with a ``register(subparsers)`` function; a user error
-(``SegrlError``, or a path with a name longer than the file system allows, or standard output on a
+(``SegrlError``, or a path longer than the file system allows, or standard output on a
 full disk) is printed as one line on stderr with a non-zero exit code, never as a traceback. SIGTERM stops a command as Ctrl-C does (a
 training job at its next step, checkpointed): one line, exit code 128 + the signal (130, 143).
 """
@@ -20,7 +20,7 @@ import warnings
 
 from segrl import __version__
 from segrl.errors import DataWarning, SegrlError
-from segrl.files import STANDARD_OUTPUT, naming, write_remedy
+from segrl.files import STANDARD_OUTPUT, length_problem, naming, write_remedy
 from segrl.processes import handling, raise_interrupt
 from segrl.tracking.tags import set_command
 
@@ -37,7 +37,6 @@ COMMAND_MODULES = (
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 """Ctrl-C's exit code, 128 + SIGINT; a SIGTERM's is 128 + SIGTERM, 143."""
-_NAME_TOO_LONG = "a name in this path is longer than the file system allows; give a shorter path"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USER_ERROR
         if e.errno != errno.ENAMETOOLONG:
             raise
-        print(f"segrl: error: {e.filename}: {_NAME_TOO_LONG}", file=sys.stderr)
+        too_long = length_problem(e.filename) if e.filename else None
+        print(
+            f"segrl: error: {e.filename}: {too_long or 'too long for the system'}; give a shorter path",
+            file=sys.stderr,
+        )
         return EXIT_USER_ERROR
     finally:
         sys.stdout = stdout
