@@ -56,7 +56,8 @@ class NVIBConfig(TransformerConfig):
     lambda_d: float = 1.0
     """Weight of the Dirichlet KL (lambda'_D; divided by n + 1 inside)."""
     lambda_g: float = 1e-2
-    """Weight of the Gaussian KL (lambda'_G; the term is a mean over components' dimensions)."""
+    """Weight of the Gaussian KL (lambda'_G; the term is a mean over components' dimensions, as in
+    the authors' code; the stacked-NVIB paper's appendix, read literally, divides by n more)."""
     alpha_delta: float = 0.25
     """Conditional prior: pseudo-count added per character, alpha_0^p' = prior_alpha + n
     alpha_delta."""
