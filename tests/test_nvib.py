@@ -407,3 +407,19 @@ def test_shipped_configs(name):
     out = model.loss(batch, progress=0.5)
     out.total.backward()
     assert out.logits.shape == (*batch.target.shape, 100)
+
+
+def test_pseudo_count_spread_reads_the_characters_of_a_layer_only():
+    """Percentiles over the batch's characters (padding and the prior left out): the signature of
+    a model that concentrates its pseudo-counts (p10 below the threshold, p90 above) or spreads them."""
+    from segrl.units.nvib_model import pseudo_count_spread
+
+    log_alpha = torch.log(torch.tensor([[0.2, 0.3, 5.0, 1.0], [0.05, 7.0, 9.0, 1.0]]))
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    full_mask = torch.cat([mask, torch.ones(2, 1, dtype=torch.bool)], 1)
+    params = DPParameters(torch.zeros(2, 4, 3), torch.zeros(2, 4, 3), log_alpha, full_mask)
+    spread = pseudo_count_spread(params, mask, 6)
+    # the characters' counts: 0.2, 0.3, 5.0 and 0.05 (7.0 and 9.0 are padding, 1.0 the prior)
+    assert spread["pseudo_count_p10/layer_6"].item() == pytest.approx(0.095)
+    assert spread["pseudo_count_p50/layer_6"].item() == pytest.approx(0.25)
+    assert spread["pseudo_count_p90/layer_6"].item() == pytest.approx(3.59)

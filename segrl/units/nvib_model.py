@@ -175,6 +175,25 @@ class NVIBEncoderLayer(nn.Module):
         return x, weights, params
 
 
+PSEUDO_COUNT_QUANTILES = (0.1, 0.5, 0.9)
+
+
+def pseudo_count_spread(
+    params: DPParameters, mask: torch.Tensor, number: int
+) -> dict[str, torch.Tensor]:
+    """The 10th, 50th and 90th percentiles of a layer's characters' pseudo-counts in the batch
+    (``pseudo_count_p10/layer_N``, ...): a model that keeps vectors by concentrating its total on a
+    few has a 10th percentile far below the threshold and a 90th far above it; one that spreads the
+    total evenly (and keeps all or none) has the three close together."""
+    with torch.no_grad():
+        alpha = params.alpha[:, :-1].float().masked_fill(~mask, float("nan")).flatten()
+        values = torch.nanquantile(alpha, torch.tensor(PSEUDO_COUNT_QUANTILES, device=alpha.device))
+    return {
+        f"pseudo_count_p{round(100 * q)}/layer_{number}": v
+        for q, v in zip(PSEUDO_COUNT_QUANTILES, values, strict=True)
+    }
+
+
 class NVIBAutoencoder(TransformerAutoencoder):
     """Character denoising autoencoder with NVIB on the top encoder layers (see the module docstring)."""
 
@@ -247,6 +266,7 @@ class NVIBAutoencoder(TransformerAutoencoder):
                 dp_layers.append((number, params))
                 kept = params.token_kept(c.threshold) & mask  # [B, L]
                 stats[f"kept_fraction/layer_{number}"] = (kept.sum(1) / n_chars).mean()
+                stats.update(pseudo_count_spread(params, mask, number))
             else:
                 x, weights = layer(x, mask)
             if weights is not None:  # None in training
