@@ -133,10 +133,10 @@ def load_tensor_file(
     except FileNotFoundError:
         raise ModelError(f"{path}: no such file; expected a {what}") from None
     except pickle.UnpicklingError as e:
-        if pickled_objects(e):
+        found = pickled_objects(e)
+        if found:
             raise ModelError(
-                f"{path}: {pickled_objects(e)}; if an earlier segrl wrote it, train it again with "
-                "this one"
+                f"{path}: {found}; if an earlier segrl wrote it, train it again with this one"
             ) from None
         raise ModelError(f"{path}: damaged or not a {what} ({first_line(e)})") from None
     except Exception as e:  # bytes from anywhere: torch's reader fails in many ways

@@ -255,12 +255,13 @@ def train_unit_model(
         made = job.step
         try:
             for step in job.loop():  # update ``step`` follows the ``step - 1`` made so far
+                started = time.perf_counter()
                 out = trainer.update(batch, progress=(step - 1) / train.steps)
                 made = step
                 chars = sum(len(t) for t in batch.texts)
                 batch = trainer.batch(next(batches), step)  # on the CPU while the device computes
                 values = trainer.values(out, step - 1, str(folder))
-                speed.add(chars)
+                speed.add(chars, time.perf_counter() - started)
                 job.end_step(step, values)
                 if job.logged(step):  # beside the means: the learning rate and the speed
                     extra = {"train/lr": trainer.scheduler.get_last_lr()[0], **speed.flush()}
@@ -275,18 +276,18 @@ def train_unit_model(
 
 
 class _Speed:
-    """Training characters per second since the last log (wall-clock time between updates, the
-    making of batches included)."""
+    """Training characters per second since the last log (the updates' time, the next batch's
+    making included; evaluations and checkpoints left out)."""
 
     def __init__(self) -> None:
         self.chars = 0
-        self.since = time.perf_counter()
+        self.seconds = 0.0
 
-    def add(self, chars: int) -> None:
+    def add(self, chars: int, seconds: float) -> None:
         self.chars += chars
+        self.seconds += seconds
 
     def flush(self) -> dict[str, float]:
-        seconds = time.perf_counter() - self.since
-        out = {"train/chars_per_second": self.chars / seconds if seconds > 0 else 0.0}
+        out = {"train/chars_per_second": self.chars / self.seconds if self.seconds else 0.0}
         self.__init__()
         return out
