@@ -146,6 +146,14 @@ class LMConfig:
     up spelling worse than a uniform draw, so that unseen stems are cut into lexicon pieces; with
     it, the speller is the corpus's spelling model, the base distribution from which a Bayesian
     segmenter draws a new morph. 0: the marginal alone."""
+    speller_entries: float = 0.0
+    """``slm`` without context, with a direct lexicon: the weight of a term of the training loss,
+    the speller's own negative log-likelihood (per character) of the lexicon's entries still kept,
+    each spelled whole, a sample of them (as many as the batch's texts) every update. The speller
+    is then the distribution the lexicon's entries are drawn from, the base distribution of a
+    Dirichlet-process segmenter and the spelling code of Morfessor's lexicon, not the leftovers of
+    the marginal likelihood; a word no entry covers costs what spelling a new morph costs. 0: the
+    marginal alone."""
     speller_price: float = 0.0
     """``slm``: nats per character that a segment spelled by the speller (not drawn from the
     lexicon) costs in the training objective, as if a segment spelled for one use were an entry
@@ -189,8 +197,9 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}lexicon_prune needs a direct lexicon ({prefix}lexicon_logits = 'direct')"
             )
-        if self.speller_words < 0:
-            raise ConfigError(f"{prefix}speller_words must be at least 0, got {self.speller_words}")
+        for name in ("speller_words", "speller_entries"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{prefix}{name} must be at least 0, got {getattr(self, name)}")
         if not 0.0 < self.lexicon_prune_fraction <= 1.0 or self.speller_price < 0:
             raise ConfigError(
                 f"{prefix}lexicon_prune_fraction must be in (0, 1] and {prefix}speller_price at "

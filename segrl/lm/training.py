@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from segrl.data.batching import iterate_batches
+from segrl.data.batching import CharBatch, iterate_batches
 from segrl.data.corpus import Corpus
 from segrl.errors import ModelError
 from segrl.lm.base import SegmentLM
@@ -109,6 +109,11 @@ class LMTrainer:
                 spelled = -model.spelled_whole(chars).sum() / (chars.lengths + 1).sum()
                 stats["speller_bits_per_char"] = spelled.item() / math.log(2)
                 nll = nll + model.config.speller_words * spelled
+            if model.config.speller_entries and self.usage is not None:
+                entries = self._entry_sample(len(texts))
+                spelled = -model.spelled_whole(entries).sum() / (entries.lengths + 1).sum()
+                stats["speller_entry_bits_per_char"] = spelled.item() / math.log(2)
+                nll = nll + model.config.speller_entries * spelled
             if not (self.corpus_chars and model.config.lexicon_cost):
                 return nll, stats
             length = model.lexicon_description_length(self.lexicon_uses)
@@ -120,6 +125,14 @@ class LMTrainer:
         finally:
             if probe is not None:  # the loss is -log p(X) over the batch's characters
                 self.usage.add(probe, scale=-1.0 / sum(len(t) + 1 for t in texts))
+
+    def _entry_sample(self, size: int) -> CharBatch:
+        """``size`` of the lexicon's kept entries, drawn uniformly with replacement (each entry a
+        text of its own), for ``LMConfig.speller_entries``."""
+        kept = self.usage.kept().nonzero().flatten()
+        picks = kept[torch.randint(len(kept), (size,))].tolist()
+        entries = self.model.lexicon.entries
+        return self.model.encode([entries[i] for i in picks])
 
     def count_uses(self, texts: Sequence[str], batch_size: int) -> None:
         """Counts the lexicon's uses in ``texts`` afresh (the counts so far dropped), as an epoch
