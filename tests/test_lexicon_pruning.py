@@ -201,3 +201,60 @@ def test_the_speller_learns_the_words_whole_beside_the_marginal(speller):
     assert stats["speller_bits_per_char"] == pytest.approx(per_char / math.log(2), rel=1e-3)
     with pytest.raises(ConfigError, match="speller_words must be at least 0"):
         validate_config(LMConfig(speller_words=-1.0))
+
+
+def test_the_speller_learns_the_kept_entries_beside_the_marginal():
+    """``speller_entries``: every update draws as many kept entries as the batch has texts (a
+    pruned entry never), adds the speller's negative log-likelihood of them spelled whole per
+    character at that weight, and only the speller's parameters feel it; 0 adds nothing."""
+    lm = direct_lm("bigram", speller_entries=1.0)
+    with torch.no_grad():
+        lm.lexicon.logits[LEXICON.index("ab")] = PRUNED_LOGIT
+    trainer = LMTrainer(lm, lr=1e-3)
+    torch.manual_seed(0)
+    sample = trainer._entry_sample(200)
+    lengths = sample.lengths.tolist()
+    drawn = {VOCAB.decode(ids[:n]) for ids, n in zip(sample.ids.tolist(), lengths, strict=True)}
+    assert drawn == set(LEXICON) - {"ab"}
+    texts = ["abab", "ba", "aab"]
+    torch.manual_seed(1)
+    entries = trainer._entry_sample(len(texts))
+    per_char = -lm.spelled_whole(entries).sum().item() / (entries.lengths + 1).sum().item()
+    torch.manual_seed(1)
+    stats = trainer.marginal_step(texts)
+    assert stats["speller_entry_bits_per_char"] == pytest.approx(per_char / math.log(2), rel=1e-4)
+    other = direct_lm("bigram")
+    with torch.no_grad():
+        other.lexicon.logits[LEXICON.index("ab")] = PRUNED_LOGIT
+    plain = LMTrainer(other, lr=1e-3).marginal_step(texts)
+    assert "speller_entry_bits_per_char" not in plain
+    assert stats["nll"] == pytest.approx(plain["nll"])  # the same marginal, before the updates
+    assert torch.equal(lm.lexicon.logits, other.lexicon.logits)  # the lexicon feels nothing more
+    moved = [
+        not torch.equal(a, b)
+        for a, b in zip(lm.speller.parameters(), other.speller.parameters(), strict=True)
+    ]
+    assert any(moved)  # the speller does
+    with pytest.raises(ConfigError, match="speller_entries must be at least 0"):
+        validate_config(LMConfig(speller_entries=-1.0))
+
+
+def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
+    """``LM_DEFAULTS``: ``speller_entries`` is on where the lexicon is pruned (``segrl lm train``
+    on a word list and on running text, the LM evaluator on a word list), off elsewhere."""
+    from segrl.lm.config import SPELLER_ENTRIES, resolve_lm_config, table_lm
+    from segrl.lm.segmenter import segmenter_lm
+
+    assert SPELLER_ENTRIES > 0
+    for text, user, config, on in [
+        ("words", "lm-train", segmenter_lm(), True),
+        ("text", "lm-train", segmenter_lm(), True),
+        ("unspaced", "lm-train", segmenter_lm(), False),
+        ("words", "evaluator", table_lm(), True),
+        ("text", "evaluator", table_lm(), False),
+    ]:
+        resolved = resolve_lm_config(config, text, user)
+        assert resolved.lexicon_prune is on
+        assert resolved.speller_entries == (SPELLER_ENTRIES if on else 0.0)
+    given = resolve_lm_config(replace(segmenter_lm(), speller_entries=0.0), "words")
+    assert given.speller_entries == 0.0

@@ -35,6 +35,13 @@ character of an entry's spelling, the price its uses must gain to keep it in a p
 (``lexicon_prune``) and the expected price of the lexicon's description length. A lower price
 keeps longer entries, a higher one only short pieces. Chosen on the seven corpora of the transfer
 suite together, by the worst one (docs/studies/2026-11-28-transfer.md)."""
+SPELLER_ENTRIES = 1.0
+"""``segrl lm train``'s ``speller_entries`` where its lexicon is pruned (and the LM evaluator's on a
+word list): the speller learns to spell the lexicon's kept entries beside the marginal, at the
+weight of the texts' own characters. Learnt by the marginal alone, the bigram speller spelled worse
+than a uniform draw and cut the words no entry covers into lexicon pieces (English gold words
+over-cut 1.8 times the gold's density); with it, a new word costs what a new morph costs, and the
+bundled corpus's teacher no longer falls after its peak (docs/studies/2026-11-28-speller-entries.md)."""
 WORD_LIST_SPELLER: LMSpeller = "bigram"
 """``segrl lm train``'s speller on a word list and on running text, and the LM evaluator's on a word
 list: a character bigram without context, with the lexicon pruned (``lexicon_prune``). With the
@@ -146,14 +153,15 @@ class LMConfig:
     up spelling worse than a uniform draw, so that unseen stems are cut into lexicon pieces; with
     it, the speller is the corpus's spelling model, the base distribution from which a Bayesian
     segmenter draws a new morph. 0: the marginal alone."""
-    speller_entries: float = 0.0
+    speller_entries: float | None = 0.0
     """``slm`` without context, with a direct lexicon: the weight of a term of the training loss,
     the speller's own negative log-likelihood (per character) of the lexicon's entries still kept,
     each spelled whole, a sample of them (as many as the batch's texts) every update. The speller
     is then the distribution the lexicon's entries are drawn from, the base distribution of a
     Dirichlet-process segmenter and the spelling code of Morfessor's lexicon, not the leftovers of
     the marginal likelihood; a word no entry covers costs what spelling a new morph costs. 0: the
-    marginal alone."""
+    marginal alone. None (``segrl lm train``'s and the LM evaluator's default): from
+    ``LM_DEFAULTS`` where the lexicon is pruned (``SPELLER_ENTRIES``), else 0."""
     speller_price: float = 0.0
     """``slm``: nats per character that a segment spelled by the speller (not drawn from the
     lexicon) costs in the training objective, as if a segment spelled for one use were an entry
@@ -198,7 +206,7 @@ class LMConfig:
                 f"{prefix}lexicon_prune needs a direct lexicon ({prefix}lexicon_logits = 'direct')"
             )
         for name in ("speller_words", "speller_entries"):
-            if getattr(self, name) < 0:
+            if (getattr(self, name) or 0.0) < 0:
                 raise ConfigError(f"{prefix}{name} must be at least 0, got {getattr(self, name)}")
         if not 0.0 < self.lexicon_prune_fraction <= 1.0 or self.speller_price < 0:
             raise ConfigError(
@@ -241,33 +249,35 @@ class LMDefaults:
     """Of an ``slm`` without context (with context: ``lstm``)."""
     lexicon_prune: bool
     """Where the lexicon is direct and priced (else off)."""
+    speller_entries: float
+    """Where the lexicon is pruned (else 0)."""
 
 
 LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
     ("lm-train", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
-        WORD_LIST_SPELLER, True,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES,
     ),
     ("lm-train", "text"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct", 0.0, 0.0, 0.0,
-        WORD_LIST_SPELLER, True,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES,
     ),
     ("lm-train", "unspaced"): LMDefaults(
         WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
-        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY, "lstm", False,
+        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY, "lstm", False, 0.0,
     ),
     ("evaluator", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
-        WORD_LIST_SPELLER, True,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES,
     ),
     ("evaluator", "text"): LMDefaults(
-        "none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0, "lstm", False
+        "none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0, "lstm", False, 0.0
     ),
     ("evaluator", "unspaced"): LMDefaults(
         WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0,
-        "lstm", False,
+        "lstm", False, 0.0,
     ),
 }  # fmt: skip
 """The LM's defaults, in one place: by who uses it (``segrl lm train``'s model, the agent's LM
@@ -286,6 +296,7 @@ TABLE_OPTIONS = (
     "length_penalty",
     "speller",
     "lexicon_prune",
+    "speller_entries",
 )
 """The options of an ``LMConfig`` that ``LM_DEFAULTS`` gives values."""
 
@@ -334,6 +345,9 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
     if lexicon_prune is None:
         direct = lexicon_logits == "direct" and config.categories == "none"
         lexicon_prune = row.lexicon_prune and bool(lexicon_size) and lexicon_cost > 0 and direct
+    speller_entries = config.speller_entries
+    if speller_entries is None:
+        speller_entries = row.speller_entries if lexicon_prune else 0.0
     return dataclasses.replace(
         config,
         context=context,
@@ -344,6 +358,7 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
         length_penalty=length_penalty,
         speller=speller,
         lexicon_prune=lexicon_prune,
+        speller_entries=speller_entries,
     )
 
 
