@@ -258,3 +258,29 @@ def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
         assert resolved.speller_entries == (SPELLER_ENTRIES if on else 0.0)
     given = resolve_lm_config(replace(segmenter_lm(), speller_entries=0.0), "words")
     assert given.speller_entries == 0.0
+
+
+def test_a_category_lexicon_counts_and_prunes_an_entry_in_every_category():
+    """``categories`` with a direct lexicon: one row of logits per category; an entry's counted
+    uses are its uses in every category together, and a pruning takes it from all of them."""
+    from segrl.lm.lexicon import CategoryDirectLexicon
+
+    lm = tiny(
+        "slm", context="none", lexicon=LEXICON, lexicon_logits="direct", speller="bigram",
+        categories="prefix-stem-suffix",
+    )  # fmt: skip
+    lm.config = replace(lm.config, lexicon_prune=True, lexicon_cost=2.0)
+    assert isinstance(lm.lexicon, CategoryDirectLexicon)
+    assert lm.lexicon.logits.shape == (3, len(LEXICON))
+    trainer = LMTrainer(lm, lr=1e-3)
+    trainer.marginal_step(["abab", "aba", "bab"])
+    assert trainer.usage.counts.sum().item() > 1.0
+    gains = torch.zeros(len(LEXICON))
+    gains[LEXICON.index("ab")] = 1e6  # "ab" pays; the others gain nothing
+    trainer.usage.prune(gains, price=2.0)
+    kept = trainer.usage.kept()
+    assert kept.tolist() == [entry == "ab" for entry in LEXICON]
+    assert (lm.lexicon.logits[:, ~kept] == PRUNED_LOGIT).all()
+    assert (lm.lexicon.logits[:, kept] > PRUNED_LOGIT / 2).all()
+    loss, _ = lm.marginal_loss(lm.encode(["abab"]))
+    assert torch.isfinite(loss)

@@ -38,6 +38,7 @@ def tiny(
     context="lstm",
     lexicon_logits="projected",
     speller="lstm",
+    categories="none",
 ):
     torch.manual_seed(seed)
     config = LMConfig(
@@ -45,6 +46,7 @@ def tiny(
         context=context,
         lexicon_logits=lexicon_logits,
         speller=speller,
+        categories=categories,
         char_dim=6,
         embedding_dim=6,
         hidden_dim=6,
@@ -398,10 +400,10 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
         LEXICON_COST,
         PRICED_LEXICON_LENGTH_PENALTY,
     )
-    # its lexicon's logits are learnt directly, unless categories need one softmax each
+    # its lexicon's logits are learnt directly, with categories one set per category
     assert teacher.lexicon_logits == "direct"
     categories = replace(segmenter_lm(), categories="prefix-stem-suffix")
-    assert resolve_lm_config(categories, "words").lexicon_logits == "projected"
+    assert resolve_lm_config(categories, "words").lexicon_logits == "direct"  # one set a category
     assert LMConfig().lexicon_logits == "projected"  # a model file saved without the option
     with pytest.raises(ConfigError, match="lexicon_size must be at least 0"):
         validate_config(LMConfig(lexicon_size=-1))
@@ -555,9 +557,10 @@ def test_the_lexicon_cost_is_added_to_the_marginal_update_and_shrinks_rare_entri
         validate_config(LMConfig(lexicon_cost=-1.0))
 
 
-def _categorised_lm(max_segment_length=None, seed=0):
+def _categorised_lm(max_segment_length=None, seed=0, lexicon_logits="projected"):
     torch.manual_seed(seed)
     config = LMConfig(
+        lexicon_logits=lexicon_logits,
         model="slm",
         context="none",
         char_dim=6,
@@ -591,14 +594,20 @@ def _segments(text: str, decisions: list[int]) -> list[list[tuple[int, int]]]:
     return words
 
 
-@pytest.mark.parametrize("max_segment_length", [None, 2])
-def test_categories_marginal_posteriors_and_viterbi_match_enumeration(max_segment_length):
+@pytest.mark.parametrize(
+    ("max_segment_length", "lexicon_logits"),
+    [(None, "projected"), (2, "projected"), (None, "direct"), (2, "direct")],
+)
+def test_categories_marginal_posteriors_and_viterbi_match_enumeration(
+    max_segment_length, lexicon_logits
+):
     """With prefix/stem/suffix categories, the forward algorithm sums over every segmentation and
     every category sequence the morphotactics allow, each word a chain from start to end: checked
-    against brute-force enumeration of both, with the posteriors and the Viterbi segmentation."""
+    against brute-force enumeration of both, with the posteriors and the Viterbi segmentation (the
+    lexicon's logits learnt through a context per category, or directly per category)."""
     from segrl.lm.morphotactics import CATEGORIES, allowed_transitions
 
-    lm = _categorised_lm(max_segment_length)
+    lm = _categorised_lm(max_segment_length, lexicon_logits=lexicon_logits)
     chars = lm.encode(TEXTS)
     marginal = lm.log_marginal(chars)
     posteriors = lm.boundary_posteriors(chars)
@@ -681,7 +690,7 @@ def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
 def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own_rate():
     """``lexicon_logits = "direct"``: the gate, the entries' and the terminators' logits are the
     parameters themselves (1 + 2M numbers), the description length reads them as the projected
-    lexicon reads its maps, and the trainer moves them at ``lexicon_lr``; categories are refused."""
+    lexicon reads its maps, and the trainer moves them at ``lexicon_lr``."""
     from dataclasses import replace
 
     from segrl.errors import ConfigError
@@ -709,10 +718,6 @@ def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own
     moved = (lm.lexicon.logits.detach() - before).abs().max().item()
     assert moved == pytest.approx(0.5, rel=1e-3)  # Adam's first step: the learning rate
 
-    with pytest.raises(ConfigError, match="categories"):
-        build_lm(
-            replace(lm.config, categories="prefix-stem-suffix", lexicon_size=4), VOCAB, LEXICON
-        )
     with pytest.raises(ConfigError, match="lexicon_lr must be above 0"):
         validate_config(LMConfig(lexicon_lr=0.0))
 

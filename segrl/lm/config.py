@@ -126,12 +126,13 @@ class LMConfig:
     learnt transitions under Morfessor Categories' morphotactics (``segrl.lm.morphotactics``), each
     category with its own lexicon softmax; ``none``: one distribution for every segment."""
     lexicon_logits: LMLexiconLogits | None = "projected"
-    """``slm`` without context, with a lexicon and no categories: how the lexicon's logits (its gate,
-    one per entry and one per entry's terminator) are learnt: ``projected``, as linear maps of the
-    learnt context vector (``segrl.lm.lexicon.Lexicon``: about ``hidden_dim`` parameters an entry),
-    or ``direct``, as the logits themselves (``DirectLexicon``: two an entry), at ``lexicon_lr``.
-    None: ``direct`` (``LM_DEFAULTS``) unless ``categories`` are set (``resolve_lm_config``;
-    ``segrl lm train``'s default)."""
+    """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
+    one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
+    vector (``segrl.lm.lexicon.Lexicon``: about ``hidden_dim`` parameters an entry; with
+    ``categories``, of one learnt vector per category), or ``direct``, as the logits themselves
+    (``DirectLexicon``: two an entry; with ``categories``, two an entry per category,
+    ``CategoryDirectLexicon``), at ``lexicon_lr``. None: ``direct`` (``LM_DEFAULTS``,
+    ``resolve_lm_config``; ``segrl lm train``'s default)."""
     lexicon_lr: float = 0.1
     """The learning rate of a ``direct`` lexicon's logits (the rest of the model keeps the trainer's),
     chosen on five corpora together (docs/studies/2026-11-26-teacher.md)."""
@@ -238,7 +239,8 @@ class LMDefaults:
     lexicon_cost: float
     """Where a lexicon is asked for (``lexicon_size`` above 0, given or by this row); else 0."""
     lexicon_logits: LMLexiconLogits
-    """Unless ``categories`` are set, which need ``projected`` (one softmax per category)."""
+    """With ``categories``, ``direct`` is one set of logits per category
+    (``segrl.lm.lexicon.CategoryDirectLexicon``)."""
     length_penalty: float
     """Of an LM without context and without a priced lexicon."""
     context_length_penalty: float
@@ -334,7 +336,7 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
             length_penalty = row.context_length_penalty
     lexicon_logits = config.lexicon_logits
     if lexicon_logits is None:
-        lexicon_logits = row.lexicon_logits if config.categories == "none" else "projected"
+        lexicon_logits = row.lexicon_logits
     max_segment_length = config.max_segment_length
     if max_segment_length is None:
         max_segment_length = row.max_segment_length
@@ -343,7 +345,7 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
         speller = row.speller if config.model == "slm" and context == "none" else "lstm"
     lexicon_prune = config.lexicon_prune
     if lexicon_prune is None:
-        direct = lexicon_logits == "direct" and config.categories == "none"
+        direct = lexicon_logits == "direct"
         lexicon_prune = row.lexicon_prune and bool(lexicon_size) and lexicon_cost > 0 and direct
     speller_entries = config.speller_entries
     if speller_entries is None:

@@ -218,6 +218,37 @@ class DirectLexicon(Lexicon):
         return self.terminator_bias[ids]
 
 
+class CategoryDirectLexicon(DirectLexicon):
+    """A direct lexicon with one distribution per hidden category (``LMConfig.categories`` on an
+    ``slm`` without context): a gate, the entries' logits and their terminators' logits for each of
+    ``categories``, ``[K]``, ``[K, M]`` and ``[K, M]`` numbers. The condition of category ``k`` is
+    the ``k``-th row of the identity (``conditions``), so that every ``Lexicon`` method reads it as
+    a context vector: ``cond @ logits`` is that category's row. Its entries' logits start from
+    small random values (``init_scale``): the categories are told apart by the morphotactics and by
+    what the texts' posteriors give each of them from there."""
+
+    def __init__(self, entries: Sequence[str], categories: int, init_scale: float = 0.1):
+        nn.Module.__init__(self)
+        self._hold_entries(entries)
+        m = len(self.entries)
+        self.gate_bias = nn.Parameter(torch.zeros(categories))
+        self.logits = nn.Parameter(init_scale * torch.randn(categories, m))
+        self.terminator_bias = nn.Parameter(torch.zeros(categories, m))
+        self.register_buffer("conditions", torch.eye(categories), persistent=False)
+
+    def gate_logit(self, cond: torch.Tensor) -> torch.Tensor:
+        return cond @ self.gate_bias
+
+    def entry_logits(self, cond: torch.Tensor) -> torch.Tensor:
+        return cond @ self.logits
+
+    def terminator_logits(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        table = cond @ self.terminator_bias  # [M], or [N, M]
+        if table.dim() == 1:
+            return table[ids]
+        return table.gather(1, ids.unsqueeze(1)).squeeze(1)
+
+
 PRUNED_LOGIT = -1e4
 """The logit of an entry pruned from a direct lexicon: probability 0 (``exp(-1e4)`` underflows), no
 gradient, and no price in the description length."""
@@ -263,8 +294,9 @@ class LexiconUsage:
             self.updates += 1
 
     def kept(self) -> torch.Tensor:
-        """[M] bool: the entries still in the lexicon."""
-        return (self.lexicon.logits.detach() > PRUNED_LOGIT / 2).cpu()
+        """[M] bool: the entries still in the lexicon (of any category)."""
+        logits = self.lexicon.logits.detach().reshape(-1, len(self.lexicon))
+        return (logits > PRUNED_LOGIT / 2).any(0).cpu()
 
     @torch.no_grad()
     def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:
@@ -283,7 +315,7 @@ class LexiconUsage:
             ratio = torch.where(drop, gained / cost, torch.inf)
             drop = torch.zeros_like(drop)
             drop[torch.argsort(ratio, stable=True)[:limit]] = True
-        self.lexicon.logits[drop.to(self.lexicon.logits.device)] = PRUNED_LOGIT
+        self.lexicon.logits[..., drop.to(self.lexicon.logits.device)] = PRUNED_LOGIT
         self.reset()
         return {"lexicon_entries": float((kept & ~drop).sum()), "lexicon_pruned": float(drop.sum())}
 

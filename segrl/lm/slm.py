@@ -37,7 +37,7 @@ from segrl.lm import lattice, morphotactics
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lattice import NEG_INF
-from segrl.lm.lexicon import DirectLexicon, Lexicon
+from segrl.lm.lexicon import CategoryDirectLexicon, DirectLexicon, Lexicon
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_at, space_mask
 
 DECODING_MAX_SEGMENT_LENGTH = 64
@@ -74,14 +74,11 @@ class SLM(SegmentLM):
         if lexicon and config.context != "none":
             raise ConfigError("slm's lexicon needs context = 'none'")
         direct = config.lexicon_logits == "direct"
-        if direct and config.categories != "none":
-            raise ConfigError(
-                "slm's direct lexicon logits (lexicon_logits = 'direct') are one distribution; "
-                f"categories ({config.categories}) need lexicon_logits = 'projected' "
-                "(--set lm.lexicon_logits=projected)"
-            )
+        categorised = config.categories != "none"
         self.lexicon: Lexicon | None = None
-        if lexicon:
+        if lexicon and direct and categorised:  # one distribution per category
+            self.lexicon = CategoryDirectLexicon(lexicon, len(morphotactics.CATEGORIES))
+        elif lexicon:
             self.lexicon = DirectLexicon(lexicon) if direct else Lexicon(lexicon, config.hidden_dim)
         self.transitions: morphotactics.Transitions | None = None
         if config.categories != "none":
@@ -90,9 +87,12 @@ class SLM(SegmentLM):
                     f"slm's categories ({config.categories}) need a lexicon (lexicon_size > 0): "
                     "each category is its own distribution over the lexicon's entries"
                 )
-            categories = len(morphotactics.CATEGORIES)
-            # the lexicon's context per category, [K, H] (each its own softmax over the entries)
-            self.category_contexts = nn.Parameter(0.1 * torch.randn(categories, config.hidden_dim))
+            if not direct:
+                categories = len(morphotactics.CATEGORIES)
+                # the lexicon's context per category, [K, H] (each its own softmax over the entries)
+                self.category_contexts = nn.Parameter(
+                    0.1 * torch.randn(categories, config.hidden_dim)
+                )
             self.transitions = morphotactics.Transitions()
 
     def parameter_groups(self, lr: float) -> list[dict]:
@@ -227,6 +227,8 @@ class SLM(SegmentLM):
         """What conditions the lexicon: ``no_context``, or each category's context."""
         if self.transitions is None:
             return [self.no_context]
+        if isinstance(self.lexicon, CategoryDirectLexicon):
+            return list(self.lexicon.conditions.unbind(0))
         return list(self.category_contexts.unbind(0))
 
     def _shared_spans(
