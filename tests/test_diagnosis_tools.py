@@ -191,6 +191,11 @@ def test_transfer_table_judges_a_teacher_by_its_worst_corpus():
     table = tool.corpus_table(rows, {"a": 0.25, "b": 0.4}, ["slm"])
     assert "| a | 0.250 | 0.600 morfessor |" in table  # characters is no subword segmenter
     assert "| slm − best classic | +0.000 | -0.100 | **-0.100** | -0.050 |" in table
+    margins = tool.corpus_table(rows, {"a": 0.25, "b": 0.4}, ["slm"], margins_only=True)
+    assert (
+        margins.splitlines()[-1] == "| slm − best classic | +0.000 | -0.100 | **-0.100** | -0.050 |"
+    )
+    assert "morfessor" not in margins and len(margins.splitlines()) == 3
     assert "**0.600 ± 0.141**" in table
     history = {"a": {0: [(10, 0.4, 3.5), (20, 0.7, 3.2)], 1: [(10, 0.3, 3.6)]}}
     curve = tool.curve_table(rows, "slm", history)
@@ -224,6 +229,22 @@ def test_transfer_table_sets_each_student_beside_its_teacher():
     assert "| +0.100, -0.100 |" in table  # per seed: student minus its own run's Viterbi
     assert "| agent − its teacher (Viterbi) | +0.000 | -0.050 | **-0.050** | -0.025 |" in table
     assert "| agent − best classic | +0.100 | -0.150 | **-0.150** | -0.025 |" in table
+
+
+def test_transfer_table_names_an_earlier_designs_systems_by_its_suffix(tmp_path):
+    """``FOLDER:SUFFIX`` keeps a bench's cells apart from a later bench's same cells, its systems
+    renamed; a bench given plainly keeps its names, and the later of two plain benches wins."""
+    tool = _transfer_table()
+    for name, run in (("old", "r-old"), ("new", "r-new")):
+        (tmp_path / name).mkdir()
+        cell = {"cell": "en/slm/seed-0", "system": "slm", "status": "done", "run_id": run}
+        (tmp_path / name / "cells.json").write_text(json.dumps([cell]), encoding="utf-8")
+    cells = tool.read_cells([f"{tmp_path / 'old'}:before", tmp_path / "new"])
+    assert sorted((c["system"], c["run_id"]) for c in cells) == [
+        ("slm", "r-new"),
+        ("slm-before", "r-old"),
+    ]
+    assert [c["run_id"] for c in tool.read_cells([tmp_path / "old", tmp_path / "new"])] == ["r-new"]
 
 
 def test_transfer_table_names_a_folder_that_is_no_bench(tmp_path):

@@ -62,16 +62,22 @@ BITS_PER_CHAR = ("valid_bits_per_char", "eval/lm_marginal_bits_per_char")
 """The held-out bits per character of a teacher's run, and of an agent's LM."""
 
 
-def read_cells(benches: Sequence[Path]) -> list[dict]:
+def read_cells(benches: Sequence[str | Path]) -> list[dict]:
     """Every finished cell of the benches (their ``cells.json``), the later bench's cell first
-    where two benches ran the same one."""
+    where two benches ran the same one. A bench given as ``FOLDER:SUFFIX`` names its systems with
+    ``-SUFFIX`` added (``slm`` of an earlier design as ``slm-SUFFIX``), so that one report can hold
+    a design beside the one that replaced it."""
     cells: dict[str, dict] = {}
-    for bench in benches:
-        path = bench / "cells.json"
+    for given in benches:
+        bench, _, suffix = str(given).partition(":")
+        path = Path(bench) / "cells.json"
         if not path.is_file():
             raise SegrlError(f"{bench}: no cells.json; give the folder of a finished segrl bench")
         for cell in json.loads(path.read_text(encoding="utf-8")):
             if cell.get("status") in ("done", "skipped"):
+                if suffix:
+                    system = f"{cell['system']}-{suffix}"
+                    cell = {**cell, "system": system, "cell": f"{cell['cell']}:{suffix}"}
                 cells[cell["cell"]] = cell
     return list(cells.values())
 
@@ -225,8 +231,10 @@ def corpus_table(
     rows: dict[tuple[str, str], dict],
     densities: dict[str, float],
     teachers: Sequence[str],
+    margins_only: bool = False,
 ) -> str:
-    """The seven-corpus table and the margins over the best classic segmenter."""
+    """The seven-corpus table and the margins over the best classic segmenter (``margins_only``:
+    the margins alone, a row per design)."""
     languages = list(densities)
     lines = [
         "| corpus | gold morphs/char | best classic | "
@@ -259,7 +267,8 @@ def corpus_table(
             + " |"
         )
     named = {f"{teacher} − best classic": values for teacher, values in margins.items()}
-    return "\n".join([*lines, "", *_margin_lines("teacher", named, languages)])
+    margin_lines = _margin_lines("teacher", named, languages)
+    return "\n".join(margin_lines if margins_only else [*lines, "", *margin_lines])
 
 
 def student_table(
@@ -382,6 +391,11 @@ def tables(argv: Sequence[str], plot_to: bool = True) -> str:
     parser.add_argument(
         "--students", default="", help="agent systems to show beside their teachers (e.g. agent)"
     )
+    parser.add_argument(
+        "--margins-only",
+        action="store_true",
+        help="of the teachers, only their margins over the best classic segmenter",
+    )
     parser.add_argument("--curve", help="a system whose gold curve to show (e.g. slm)")
     parser.add_argument("--plot", type=Path, help="draw the curve into this PNG")
     args = parser.parse_args(argv)
@@ -389,7 +403,7 @@ def tables(argv: Sequence[str], plot_to: bool = True) -> str:
     rows = summary(cells)
     students = [s for s in args.students.split(",") if s]
     teachers = [t for t in args.teachers.split(",") if t]
-    parts = [corpus_table(rows, densities, teachers)] if teachers else []
+    parts = [corpus_table(rows, densities, teachers, args.margins_only)] if teachers else []
     if students:
         parts.append(student_table(rows, list(densities), students))
     if args.curve:
@@ -452,7 +466,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1 if args.check and stale else 0
         else:
             parser = argparse.ArgumentParser(prog="transfer_table.py collect")
-            parser.add_argument("benches", nargs="+", type=Path, help="finished bench folders")
+            parser.add_argument(
+                "benches",
+                nargs="+",
+                help="finished bench folders (FOLDER:SUFFIX: its systems named SYSTEM-SUFFIX)",
+            )
             parser.add_argument("--data-dir", type=Path, default=Path(DEFAULT_DATA_DIR))
             parser.add_argument("--out", type=Path, required=True, help="the report to write")
             args = parser.parse_args(rest)
