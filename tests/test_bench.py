@@ -46,6 +46,9 @@ command = "baseline --method words"
 
 
 def test_builtin_suites_load():
+    from segrl.cli.bench import BUILT_IN
+
+    assert sorted(BUILT_IN.split(", ")) == sorted(builtin_suites())  # what --help names
     assert {"quick", "sigmorphon", "transfer"} <= set(builtin_suites())
     quick = load_suite("quick")
     assert quick.seeds == (0, 1)

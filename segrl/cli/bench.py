@@ -7,6 +7,10 @@ from pathlib import Path
 
 from segrl.errors import ConfigError
 
+BUILT_IN = "quick, sigmorphon, transfer, words, units, synthetic"
+"""The built-in suites, as the help names them (``segrl.benchmark.builtin_suites`` lists the files;
+a test keeps the two the same), without importing the benchmark at start-up."""
+
 
 def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
@@ -16,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="train and score a suite of segmenters on several languages and seeds: one table",
-        description="Run a benchmark suite (a TOML file, or a built-in one: quick, sigmorphon): "
+        description=f"Run a benchmark suite (a TOML file, or a built-in one: {BUILT_IN}): "
         "every system on every language with every seed, each cell an MLflow child run of one "
         "parent run; print a table per language (mean ± sd over seeds, best F1 marked) and write "
         "it as CSV, Markdown and a bar chart. A re-run skips the finished cells.",
