@@ -27,9 +27,9 @@ from segrl.data import load_corpus
 from segrl.data.gold import BUNDLED_GOLD_SOURCE
 from segrl.envs.setup import has_decision
 from segrl.errors import ConfigError
+from segrl.experiments.lm_train import LMTrainConfig, resolve_lm_train_config
 from segrl.jobs import CONFIG_FILE, REQUESTED_FILE, JobStart, RunDir, TrainingInterrupted
 from segrl.lm.config import LM_DEFAULTS, SLM_LEXICON_SIZE, WORD_MAX_SEGMENT_LENGTH
-from segrl.lm.segmenter import LMTrainConfig, resolve_lm_train_config
 from segrl.units.config import build_units_config
 from segrl.units.training import resolve_units_config
 

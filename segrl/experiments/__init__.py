@@ -1,0 +1,10 @@
+"""The jobs and experiment drivers, above the models they train and below the command line: each
+module here is one command's work, usable from Python, built on the job skeleton (``segrl.jobs``)
+and MLflow (``segrl.tracking``), which the models, rewards and environments never import.
+
+- ``baseline``: ``segrl baseline`` (a classic segmenter trained, scored and logged);
+- ``lm_train``: ``segrl lm train`` (``slm`` trained by marginal likelihood as a segmenter);
+- ``lm_levels``: ``segrl lm levels`` (the representation-level study).
+
+Importing the package imports none of them.
+"""
