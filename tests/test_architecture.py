@@ -158,7 +158,7 @@ def test_an_exception_that_matches_no_import_breaks_the_check(tmp_path):
     exception whose import is gone (here, one that never was) fails the check instead of lingering."""
     root = package_copy(tmp_path)
     pyproject = root / "pyproject.toml"
-    exception = '    "segrl.units.training -> segrl.jobs",\n'
+    exception = '    "segrl.agents.reinforce -> segrl.agents.trainer",\n'
     text = pyproject.read_text(encoding="utf-8")
     assert exception in text
     pyproject.write_text(

@@ -4,7 +4,11 @@ and MLflow (``segrl.tracking``), which the models, rewards and environments neve
 
 - ``baseline``: ``segrl baseline`` (a classic segmenter trained, scored and logged);
 - ``lm_train``: ``segrl lm train`` (``slm`` trained by marginal likelihood as a segmenter);
-- ``lm_levels``: ``segrl lm levels`` (the representation-level study).
+- ``lm_levels``: ``segrl lm levels`` (the representation-level study);
+- ``units_train``: ``segrl units train`` (one training loop for every unit model);
+- ``units_finetune``: ``segrl units finetune``'s config, from the trained model's;
+- ``units_eval``: ``segrl units eval`` and the evaluation that ends a training run, into MLflow;
+- ``units_probe``: ``segrl units probe`` (probes of saved unit models' vectors).
 
 Importing the package imports none of them.
 """
