@@ -11,8 +11,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
-from segrl.agents.reinforce import train_reinforce
-from segrl.agents.trainer import resolve_train_config
 from segrl.cli import main
 from segrl.config import (
     NO_LIMIT,
@@ -27,6 +25,7 @@ from segrl.data import load_corpus
 from segrl.data.gold import BUNDLED_GOLD_SOURCE
 from segrl.envs.setup import has_decision
 from segrl.errors import ConfigError
+from segrl.experiments.agent_train import resolve_train_config, train_reinforce
 from segrl.experiments.lm_train import LMTrainConfig, resolve_lm_train_config
 from segrl.experiments.units_train import resolve_units_config
 from segrl.jobs import CONFIG_FILE, REQUESTED_FILE, JobStart, RunDir, TrainingInterrupted
