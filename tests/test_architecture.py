@@ -1,9 +1,10 @@
 """The layers of ``docs/architecture.md``, kept by import-linter's contracts in ``pyproject.toml``:
-a module imports only from the layers below its own (imports inside functions included), no two
-modules of a package import each other, sibling kinds (algorithms, evaluators, models) stay apart,
-and who may import MLflow, stable-baselines3, the job skeleton and the evaluators' implementations
-is limited whatever the layer. Each of the last contracts is shown to catch a wrong import planted
-in a copy of the package, which the contracts before it let through."""
+a module imports only from the layers below its own (imports inside functions included; the models
+below the job skeleton and tracking, with no exception), no two modules of a package import each
+other, sibling kinds (algorithms, evaluators, models) stay apart, and who may import MLflow,
+stable-baselines3 and the evaluators' implementations is limited whatever the layer. Each of the
+last contracts is shown to catch a wrong import planted in a copy of the package, which the
+contracts before it let through."""
 
 from __future__ import annotations
 
@@ -85,6 +86,50 @@ def test_an_upward_import_inside_a_function_breaks_the_layers(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("module_file", "statement", "report"),
+    [
+        # an environment, a model: straight to the job skeleton, to tracking
+        pytest.param(
+            "envs/char_segment.py",
+            "from segrl.jobs import Job",
+            "segrl.envs is not allowed to import segrl.jobs",
+            id="jobs-in-an-env",
+        ),
+        pytest.param(
+            "lm/slm.py",
+            "from segrl.tracking.runs import log_metrics",
+            "segrl.lm is not allowed to import segrl.tracking",
+            id="tracking-in-a-model",
+        ),
+        # SB3's policy sending its logs to MLflow itself, as its logger writer once did
+        pytest.param(
+            "agents/sb3/policy.py",
+            "from segrl.tracking.runs import log_metrics",
+            "segrl.agents is not allowed to import segrl.tracking",
+            id="tracking-in-sb3-policy",
+        ),
+        # a learner importing its job back, as REINFORCE's module once held train_reinforce
+        pytest.param(
+            "agents/reinforce.py",
+            "from segrl.experiments.agent_train import train_sentence_agent",
+            "segrl.agents is not allowed to import segrl.experiments",
+            id="a-job-in-a-learner",
+        ),
+    ],
+)
+def test_a_model_reaching_a_job_or_tracking_breaks_the_layers(
+    tmp_path, module_file, statement, report
+):
+    """Models, rewards and environments sit below the job skeleton and tracking, with no
+    exception: a copy of segrl where one of them imports a job, the skeleton or tracking (inside a
+    function) fails the layers."""
+    root = planted_copy(tmp_path, module_file, statement)
+    result = lint_imports(root, ["layers"])
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert report in result.stdout
+
+
+@pytest.mark.parametrize(
     ("contract", "module_file", "statement", "report"),
     [
         # a model logging to MLflow itself
@@ -98,29 +143,6 @@ def test_an_upward_import_inside_a_function_breaks_the_layers(tmp_path):
             "from stable_baselines3 import PPO",
             "segrl.agents.reinforce -> stable_baselines3",
             id="sb3-in-reinforce",
-        ),
-        # an environment, a model: straight to the job skeleton, to tracking
-        pytest.param(
-            "models-below-jobs",
-            "envs/char_segment.py",
-            "from segrl.jobs import Job",
-            "segrl.envs is not allowed to import segrl.jobs",
-            id="jobs-in-an-env",
-        ),
-        pytest.param(
-            "models-below-jobs",
-            "lm/slm.py",
-            "from segrl.tracking.runs import log_metrics",
-            "segrl.lm is not allowed to import segrl.tracking",
-            id="tracking-in-a-model",
-        ),
-        # SB3's policy sending its logs to MLflow itself, as its logger writer once did
-        pytest.param(
-            "models-below-jobs",
-            "agents/sb3/policy.py",
-            "from segrl.tracking.runs import log_metrics",
-            "segrl.agents.sb3.policy is not allowed to import segrl.tracking",
-            id="tracking-in-sb3-policy",
         ),
         # an environment, a learner: past the evaluators' interface
         pytest.param(
