@@ -25,10 +25,10 @@ from lm_step import seconds_per_update  # bench/ is run as a folder of scripts
 
 from segrl.config import DataConfig
 from segrl.data import load_corpus
+from segrl.experiments.lm_train import segmenter_lm
 from segrl.lm import build_lm
 from segrl.lm.config import resolve_lm_config
 from segrl.lm.lexicon import slm_lexicon
-from segrl.lm.segmenter import segmenter_lm
 from segrl.lm.training import LMTrainer, bits_per_char
 from segrl.runtime import seed_everything
 

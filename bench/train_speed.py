@@ -77,10 +77,11 @@ def main() -> None:
 
     from segrl.agents.config import TrainConfig
     from segrl.agents.policies import DecisionHead, SegmenterPolicy
-    from segrl.agents.reinforce import Reinforce, train_reinforce
+    from segrl.agents.reinforce import Reinforce
     from segrl.cli.common import parse_set
     from segrl.config import build_config
     from segrl.evaluators.lm import LMEvaluator
+    from segrl.experiments.agent_train import train_reinforce
 
     torch.set_num_threads(1)
     clock = Clock()

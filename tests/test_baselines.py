@@ -44,8 +44,8 @@ def test_morfessor_finds_the_suffixes(corpus):
 
 
 def test_morfessor_max_epochs_stops_training_early(corpus):
-    from segrl.baselines.experiment import segmenter_name
     from segrl.config import BaselineConfig
+    from segrl.experiments.baseline import segmenter_name
 
     # uncapped, Morfessor trains at least two epochs; one epoch leaves its cost higher
     capped = MorfessorSegmenter(cache_dir="", max_epochs=1).train(corpus)

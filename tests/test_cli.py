@@ -245,7 +245,7 @@ def test_old_flag_names_and_flag_types_still_work():
     from segrl.agents import TrainConfig
     from segrl.cli import build_parser
     from segrl.cli.common import config_from_args
-    from segrl.lm.levels import LevelsConfig
+    from segrl.experiments.lm_levels import LevelsConfig
 
     parser = build_parser()
     args = parser.parse_args(["train", "--segmenter", "transformer", "--hide-spaces",
@@ -262,7 +262,7 @@ def test_old_flag_names_and_flag_types_still_work():
     assert (args.targets, args.untrained) == (["bpe"], False)
     # lm train's budget is steps, as every job's; its old flag and key are read as it
     from segrl.config import build_config
-    from segrl.lm.segmenter import LMTrainConfig
+    from segrl.experiments.lm_train import LMTrainConfig
 
     for flag in ("--steps", "--max-steps"):
         args = parser.parse_args(["lm", "train", flag, "7"])

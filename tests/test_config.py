@@ -71,8 +71,8 @@ def _unset_every_optional(cfg) -> None:
 def _every_config():
     from segrl.agents import TrainConfig
     from segrl.config import BaselineConfig
-    from segrl.lm.levels import LevelsConfig
-    from segrl.lm.segmenter import LMTrainConfig
+    from segrl.experiments.lm_levels import LevelsConfig
+    from segrl.experiments.lm_train import LMTrainConfig
     from segrl.units.config import units_config_class
     from segrl.units.probing import ProbeConfig
 

@@ -43,7 +43,7 @@ def test_teacher_density_reads_a_saved_slm_alone(tmp_path):
     from segrl.data.gold import load_gold
     from segrl.data.vocab import CharVocab
     from segrl.lm import LMConfig, build_lm, save_lm
-    from segrl.lm.segmenter import LMSegmenter
+    from segrl.lm.decoding import LMSegmenter
     from segrl.metrics import segmentation_metrics
 
     torch.manual_seed(0)
@@ -113,7 +113,7 @@ def test_lm_budget_curve_scores_what_lm_train_trains(mlflow_store, one_thread):
     """Its point at N updates is `segrl lm train --steps N`'s result: the same model, batches and
     updates, scored the same way."""
     from segrl.config import DataConfig
-    from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+    from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
 
     folder = utterance_splits(mlflow_store / "br")
     out = mlflow_store / "curve.jsonl"

@@ -17,11 +17,11 @@ import pytest
 
 from segrl import load_segmenter
 from segrl.baselines import FlatCatSegmenter, MorfessorSegmenter, Segmenter
-from segrl.baselines.experiment import segmenter_name
 from segrl.baselines.flatcat import ANALYSIS_FILE, PARAMS_FILE
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import BaselineConfig
 from segrl.errors import ModelError
+from segrl.experiments.baseline import segmenter_name
 
 from .conftest import command_segments, write_small_corpus
 

@@ -98,7 +98,7 @@ def test_a_transformer_agent_segments_sentences_longer_than_its_positions(corpus
 
 def test_lm_segmenter_spells_random_unicode(corpus, one_thread):
     from segrl.lm import LMConfig, build_lm
-    from segrl.lm.segmenter import LMSegmenter
+    from segrl.lm.decoding import LMSegmenter
 
     model = build_lm(LMConfig(model="slm", context="none", hidden_dim=8, char_dim=8, speller_dim=8,
                               max_segment_length=8), corpus.vocab)  # fmt: skip

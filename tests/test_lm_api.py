@@ -201,7 +201,7 @@ def test_ragged_lstm_is_an_lstm():
 def test_lm_segmenter_decodes_by_viterbi_or_by_posterior():
     from itertools import product
 
-    from segrl.lm.segmenter import LMSegmenter
+    from segrl.lm.decoding import LMSegmenter
 
     torch.manual_seed(3)
     model = build_lm(

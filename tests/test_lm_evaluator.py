@@ -13,7 +13,6 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
-from segrl.agents.reinforce import train_reinforce
 from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.config import build_config, validate_config
 from segrl.data.vocab import CharVocab
@@ -22,6 +21,7 @@ from segrl.errors import ConfigError
 from segrl.evaluators import SPLIT, encode_segmentation_batch
 from segrl.evaluators.lm import MAX_NATS, LMEvaluator
 from segrl.evaluators.registry import LMEvaluatorConfig
+from segrl.experiments.agent_train import train_reinforce
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import build_lm
 from segrl.lm.config import LMConfig

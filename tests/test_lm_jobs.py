@@ -13,10 +13,12 @@ from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import DataConfig, GoldConfig, TrackingConfig, build_config
 from segrl.data import load_corpus, load_gold
 from segrl.errors import ConfigError
+from segrl.experiments.lm_levels import LevelsConfig, held_out_sentences, levels_lm, run_levels
+from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import LMConfig, load_lm
-from segrl.lm.levels import LevelsConfig, held_out_sentences, levels_lm, run_levels
-from segrl.lm.segmenter import LMSegmenter, LMTrainConfig, train_lm_segmenter, training_texts
+from segrl.lm.decoding import LMSegmenter
+from segrl.lm.training import training_texts
 from segrl.metrics import evaluate_word_segmenter
 from segrl.tracking.queries import segmenter_runs
 from tests.conftest import shared_path

@@ -392,7 +392,7 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
     assert resolve_lm_config(replace(priced, context="lstm"), "words").length_penalty == (
         WORD_LIST_LENGTH_PENALTY
     )
-    from segrl.lm.segmenter import segmenter_lm
+    from segrl.experiments.lm_train import segmenter_lm
 
     teacher = resolve_lm_config(segmenter_lm(), "words")
     assert (teacher.lexicon_size, teacher.lexicon_cost, teacher.length_penalty) == (

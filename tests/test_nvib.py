@@ -354,8 +354,8 @@ def test_trained_nvib_keeps_fewer_vectors_in_upper_layers(
 ):
     """A small NVIB model (3 NVIB layers, the paper's KL weights and annealing) learns to reconstruct
     first, then the KL drops vectors, more of them in higher layers."""
+    from segrl.experiments.units_train import train_unit_model
     from segrl.units.config import build_units_config
-    from segrl.units.training import train_unit_model
 
     overrides = {
         "data.corpus": str(small_corpus_file),

@@ -13,11 +13,12 @@ from segrl.cli import main
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
+from segrl.experiments.units_finetune import finetune_config
+from segrl.experiments.units_train import start_from_trained
 from segrl.tracking.queries import segmenter_runs
 from segrl.units.base import make_autoencoder_batch
 from segrl.units.config import build_units_config
 from segrl.units.dcsa import DCSAAutoencoder, DCSAConfig
-from segrl.units.finetune import finetune_config
 from segrl.units.layers import Attention
 from segrl.units.nvib import (
     DPParameters,
@@ -28,7 +29,6 @@ from segrl.units.nvib import (
 )
 from segrl.units.nvib_model import NVIBAutoencoder, NVIBConfig
 from segrl.units.saving import save_unit_model
-from segrl.units.training import start_from_trained
 from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -156,8 +156,8 @@ def test_attention_weight_dropout_acts_in_training_only():
 
 def test_a_saved_model_is_evaluated_with_another_read_out_and_the_same_weights():
     from segrl.errors import ConfigError
+    from segrl.experiments.units_eval import _rebuilt
     from segrl.units.config import build_units_config
-    from segrl.units.experiment import _rebuilt
     from segrl.units.nvib_model import NVIBAutoencoder, NVIBEncoderLayer
 
     tiny = {"arch.dim": 16, "arch.feed_forward": 16, "arch.encoder_layers": 2}

@@ -11,9 +11,8 @@ from stable_baselines3 import PPO
 
 from segrl.agents import TrainConfig
 from segrl.agents.policies import PolicyConfig, SegmenterPolicy
-from segrl.agents.ppo_batched import BatchedPPO, ppo_loss, train_ppo_batched
-from segrl.agents.sb3.policy import MlflowOutputFormat, SegmenterFeaturesExtractor, build_sb3_model
-from segrl.agents.sb3.train import EvaluatorUpdates, train_ppo
+from segrl.agents.ppo_batched import BatchedPPO, ppo_loss
+from segrl.agents.sb3.policy import SegmenterFeaturesExtractor, build_sb3_model
 from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.checkpoint import load_checkpoint
@@ -24,6 +23,8 @@ from segrl.envs import VectorCharSegmentEnv, VectorSentenceSegmentEnv
 from segrl.envs.masks import DELETE, MODIFY, REPEAT, text_rule_masks
 from segrl.errors import ConfigError
 from segrl.evaluators.gold import GoldEvaluator
+from segrl.experiments.agent_train import train_ppo_batched
+from segrl.experiments.sb3_train import EvaluatorUpdates, MlflowOutputFormat, train_ppo
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.tracking.queries import segmenter_runs
 from segrl.tracking.runs import start_run

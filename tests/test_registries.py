@@ -8,11 +8,11 @@ import pytest
 from segrl.agents import TrainConfig
 from segrl.agents.config import can_read_teacher
 from segrl.agents.registry import AGENTS, AgentSpec
-from segrl.agents.trainer import train
 from segrl.cli import build_parser
 from segrl.cli.train import check_agent_flags
 from segrl.errors import ConfigError
 from segrl.evaluators.registry import LM_REWARDS
+from segrl.experiments.agent_train import train
 
 CALLS = []
 

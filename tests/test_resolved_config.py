@@ -11,8 +11,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
-from segrl.agents.reinforce import train_reinforce
-from segrl.agents.trainer import resolve_train_config
 from segrl.cli import main
 from segrl.config import (
     NO_LIMIT,
@@ -27,11 +25,12 @@ from segrl.data import load_corpus
 from segrl.data.gold import BUNDLED_GOLD_SOURCE
 from segrl.envs.setup import has_decision
 from segrl.errors import ConfigError
+from segrl.experiments.agent_train import resolve_train_config, train_reinforce
+from segrl.experiments.lm_train import LMTrainConfig, resolve_lm_train_config
+from segrl.experiments.units_train import resolve_units_config
 from segrl.jobs import CONFIG_FILE, REQUESTED_FILE, JobStart, RunDir, TrainingInterrupted
 from segrl.lm.config import LM_DEFAULTS, SLM_LEXICON_SIZE, WORD_MAX_SEGMENT_LENGTH
-from segrl.lm.segmenter import LMTrainConfig, resolve_lm_train_config
 from segrl.units.config import build_units_config
-from segrl.units.training import resolve_units_config
 
 START = JobStart(
     corpus="bundled:wikitext2_test.txt.gz",
@@ -154,7 +153,7 @@ def test_a_default_lm_train_run_on_a_word_list_names_every_option(mlflow_store):
 
 @pytest.mark.slow
 def test_a_units_train_run_names_every_option(mlflow_store, small_corpus_file):
-    from segrl.units.training import train_unit_model
+    from segrl.experiments.units_train import train_unit_model
 
     config = build_units_config(
         "stride",

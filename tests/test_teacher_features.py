@@ -10,7 +10,6 @@ from gymnasium.utils.env_checker import check_env
 import segrl
 from segrl.agents import TrainConfig
 from segrl.agents.policies import SegmenterPolicy
-from segrl.agents.reinforce import train_reinforce
 from segrl.agents.segmenter import TEACHER_DIR, AgentSegmenter, separator_id
 from segrl.config import build_config, validate_config
 from segrl.envs import CharSegmentEnv, SentenceSegmentEnv
@@ -19,6 +18,7 @@ from segrl.errors import ConfigError, ModelError
 from segrl.evaluators import encode_segmentation_batch
 from segrl.evaluators.lm import TEACHER_FILE, LMEvaluator
 from segrl.evaluators.registry import EvaluatorConfig, LMEvaluatorConfig
+from segrl.experiments.agent_train import train_reinforce
 
 TINY_LM = dict(char_dim=16, hidden_dim=32, speller_dim=32, dropout=0.0, lr=1e-2, lexicon_size=40)
 
@@ -159,8 +159,8 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
     train`` and the reinforce agent reads its log-odds; on running text, and for agents that cannot
     read it, no lexicon."""
     from segrl.agents.task import build_task
-    from segrl.agents.trainer import resolve_train_config, train_start
     from segrl.data import load_corpus
+    from segrl.experiments.agent_train import resolve_train_config, train_start
     from segrl.lm.config import LEXICON_COST
     from segrl.lm.lexicon import DirectLexicon
 

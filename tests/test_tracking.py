@@ -451,11 +451,11 @@ def test_curves_of_an_unknown_run_is_a_clear_error(mlflow_store, capsys):
 
 
 def test_every_kind_of_segmenter_run_is_a_run_kind():
-    from segrl.agents.trainer import AGENT_KIND
-    from segrl.lm.segmenter import LM_KIND
+    from segrl.experiments.agent_train import AGENT_KIND
+    from segrl.experiments.units_eval import UNITS_KIND
+    from segrl.lm.decoding import LM_KIND
     from segrl.scoring import EVALUATED_KIND
     from segrl.tracking.tags import RUN_KINDS
-    from segrl.units.experiment import UNITS_KIND
 
     assert set(RUN_KINDS) == {"baseline", AGENT_KIND, EVALUATED_KIND, LM_KIND, UNITS_KIND}
 

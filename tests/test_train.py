@@ -11,11 +11,11 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from segrl.agents import TrainConfig
-from segrl.agents.reinforce import train_reinforce
 from segrl.checkpoint import load_checkpoint
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.config import build_config
 from segrl.errors import ConfigError
+from segrl.experiments.agent_train import train_reinforce
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.tracking.queries import segmenter_runs
 

@@ -15,6 +15,7 @@ from segrl.data import load_corpus
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, ModelError
+from segrl.experiments.units_train import train_unit_model, training_batches
 from segrl.jobs import CHECKPOINT_FILE
 from segrl.metrics import BOUNDARY_F1, SEGMENT_F1
 from segrl.tracking.queries import segmenter_runs
@@ -28,7 +29,6 @@ from segrl.units.noise import delete_characters, noise_alphabet, perturb
 from segrl.units.registry import model_class
 from segrl.units.saving import load_unit_model
 from segrl.units.stepping import UnitTrainer, lr_factor, matmul_tf32, noised
-from segrl.units.training import train_unit_model, training_batches
 from segrl.units.transformer import TransformerAutoencoder, TransformerConfig
 
 TINY = {
@@ -393,7 +393,8 @@ def test_gold_words_are_segmented_alone():
 
 
 def test_robustness_curves_and_comparison_plot(mlflow_store):
-    from segrl.units.robustness import log_robustness, robustness_curves
+    from segrl.experiments.units_eval import log_robustness
+    from segrl.units.robustness import robustness_curves
 
     config = build_units_config(
         "transformer",

@@ -15,13 +15,13 @@ import torch
 
 from segrl import load_segmenter
 from segrl.agents.policies import PolicyConfig, SegmenterPolicy
-from segrl.agents.reinforce import train_reinforce
 from segrl.agents.segmenter import AgentSegmenter
 from segrl.checkpoint import load_checkpoint, save_checkpoint
 from segrl.cli import EXIT_USER_ERROR, main
 from segrl.data.corpus import PLACEHOLDER
 from segrl.data.vocab import CharVocab
 from segrl.errors import ModelError
+from segrl.experiments.agent_train import train_reinforce
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.lm import LMConfig, build_lm, save_lm
 from segrl.units.config import build_units_config
@@ -119,7 +119,7 @@ def test_resuming_ppo_never_runs_the_checkpoints_sb3_zip(mlflow_store, small_cor
     import io
     import zipfile
 
-    from segrl.agents.sb3.train import train_ppo
+    from segrl.experiments.sb3_train import train_ppo
 
     from .test_ppo import small_train_config
 

@@ -135,7 +135,7 @@ def bundled_utterances(max_sentences: int = 300) -> DataConfig:
 
 
 def test_baselines_on_unspaced_text_are_scored_as_word_discovery(mlflow_store):
-    from segrl.baselines.experiment import run_baseline
+    from segrl.experiments.baseline import run_baseline
 
     data = bundled_utterances()
     chars = run_baseline(BaselineConfig(method="characters", data=data))
@@ -152,7 +152,7 @@ def _chars(data: DataConfig) -> int:
 
 
 def test_morfessor_on_unspaced_text_never_sees_a_space(mlflow_store):
-    from segrl.baselines.experiment import make_segmenter
+    from segrl.experiments.baseline import make_segmenter
 
     corpus = load_corpus(bundled_utterances())
     segmenter = make_segmenter(BaselineConfig(method="morfessor")).train(without_spaces(corpus))
@@ -163,7 +163,7 @@ def test_morfessor_on_unspaced_text_never_sees_a_space(mlflow_store):
 
 @pytest.mark.slow
 def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_thread):
-    from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+    from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
 
     config = LMTrainConfig(
         data=bundled_utterances(120), steps=2, batch_size=32, out=str(mlflow_store / "run")
@@ -182,7 +182,7 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
 
 @pytest.mark.slow
 def test_a_length_penalty_given_for_word_discovery_is_kept(mlflow_store, one_thread):
-    from segrl.lm.segmenter import LMTrainConfig, train_lm_segmenter
+    from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
 
     config = LMTrainConfig(
         data=bundled_utterances(120), steps=1, batch_size=32, out=str(mlflow_store / "run")
@@ -194,7 +194,7 @@ def test_a_length_penalty_given_for_word_discovery_is_kept(mlflow_store, one_thr
 
 
 def test_word_discovery_defaults_the_context_and_prices_length_only_without_one():
-    from segrl.lm.segmenter import segmenter_lm
+    from segrl.experiments.lm_train import segmenter_lm
 
     unset = segmenter_lm()
     assert unset.context is None and unset.length_penalty is None

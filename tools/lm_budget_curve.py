@@ -3,9 +3,9 @@ its test utterances after each of several update counts, in one run.
 
 Is a target missed for want of updates? ``segrl lm train --steps N`` gives one point; this gives the
 curve from one training: the same model, batches and updates as ``segrl lm train`` with its defaults
-(``segrl.lm.segmenter.train_lm_segmenter``), the weights at each count scored as that command scores
-its best ones (Viterbi and posterior word F1 on the test utterances, held-out bits per character on
-the valid ones). Nothing is logged to MLflow and no model is saved: a diagnosis, not a run.
+(``segrl.experiments.lm_train.train_lm_segmenter``), the weights at each count scored as that
+command scores its best ones (Viterbi and posterior word F1 on the test utterances, held-out bits
+per character on the valid ones). Nothing is logged to MLflow and no model is saved: a diagnosis, not a run.
 
     python tools/lm_budget_curve.py 'segmented:../shared/data/ptb/ptb.{split}.txt' --max-len 512 \\
         --at 250,500,750,1000,1500 --train-seed 0 --out ptb-seed0.jsonl
@@ -26,8 +26,9 @@ from segrl.config import DataConfig, validate_config
 from segrl.data import load_corpus, without_spaces
 from segrl.data.batching import training_batches
 from segrl.errors import ConfigError, SegrlError
+from segrl.experiments.lm_train import LMTrainConfig, lm_and_trainer
 from segrl.lm.config import resolve_lm_config, word_discovery_lm
-from segrl.lm.segmenter import LMSegmenter, LMTrainConfig, lm_and_trainer
+from segrl.lm.decoding import LMSegmenter
 from segrl.lm.training import bits_per_char
 from segrl.metrics import POSTERIOR_PREFIX, evaluate_word_discovery
 from segrl.runtime import set_threads

@@ -4,7 +4,7 @@ its density's?
 A student that beats its teacher's posterior decoding (a split where the boundary's posterior is
 above one half) may do it by splitting more often where the gold is dense. This prints, on the gold
 words, the student's boundary precision / recall / F1 and units per character, then its teacher's
-posterior decoded at lower and higher thresholds (``segrl.lm.segmenter.LMSegmenter``'s
+posterior decoded at lower and higher thresholds (``segrl.lm.decoding.LMSegmenter``'s
 ``threshold``): where the teacher at the student's density scores as well, the student's gain is
 the density's. The thresholds read the gold, so they are a diagnosis, never a setting.
 
@@ -26,8 +26,8 @@ import segrl
 from segrl.data.gold import load_gold
 from segrl.errors import SegrlError
 from segrl.evaluators.lm import PosteriorTeacher
+from segrl.lm.decoding import LMSegmenter
 from segrl.lm.models import load_lm
-from segrl.lm.segmenter import LMSegmenter
 from segrl.metrics import segmentation_metrics
 
 THRESHOLDS = (0.7, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05)

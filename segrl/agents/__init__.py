@@ -1,7 +1,10 @@
 """Agents that learn to segment: segmenter policies (BiLSTM, Transformer), REINFORCE and PPO.
 
-from segrl.agents import TrainConfig, train
+from segrl.agents import TrainConfig
+from segrl.experiments.agent_train import train
 result = train(TrainConfig())          # REINFORCE, BiLSTM, Morfessor rewards, bundled corpus
+
+The training jobs (run folder, checkpoints, MLflow) are ``segrl.experiments``', above the agents.
 """
 
 import importlib
@@ -21,10 +24,9 @@ _TRAINING = {
     "Reinforce": "segrl.agents.reinforce",
     "ValueBaseline": "segrl.agents.reinforce",
     "reinforce_loss": "segrl.agents.reinforce",
-    "train": "segrl.agents.trainer",
 }
-"""What trains (and so brings the job skeleton and MLflow) loads when it is first asked for: a
-saved agent segments without them."""
+"""What trains loads when it is first asked for: a saved agent segments without the learners (and
+the environments and evaluators they import)."""
 
 
 def __getattr__(name: str):  # noqa: ANN202 - PEP 562
@@ -47,5 +49,4 @@ __all__ = [
     "TransformerEncoder",
     "ValueBaseline",
     "reinforce_loss",
-    "train",
 ]

@@ -1,6 +1,7 @@
 """``segrl train``'s config: the agent, its segmenter policy, the environment, the evaluator, the data,
 and how the run is logged and checkpointed. Every field has a default that works; the options left
-unset (None) are decided where the job starts, once (``segrl.agents.trainer.resolve_train_config``)."""
+unset (None) are decided where the job starts, once
+(``segrl.experiments.agent_train.resolve_train_config``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ PerActionGradient = Literal["sampled", "expected", "forward-kl"]
 
 DEFAULT_ENTROPY = {"per-action": 2.0, "sequence": 0.05}
 """Entropy bonus per reward mode when ``ReinforceConfig.entropy_coef`` is None (see there): what
-``segrl train`` resolves it to where it starts (``segrl.agents.trainer.resolve_train_config``)."""
+``segrl train`` resolves it to where it starts
+(``segrl.experiments.agent_train.resolve_train_config``)."""
 
 
 @dataclass

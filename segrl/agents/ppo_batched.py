@@ -27,7 +27,6 @@ Sampling is for training; evaluation is greedy (argmax).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,8 +37,6 @@ from torch.distributions import Categorical
 from segrl.agents.config import PPOConfig, TrainConfig
 from segrl.agents.policies import SegmenterPolicy, masked_mean
 from segrl.agents.segmenter import pad_positions, trim
-from segrl.agents.trainer import TrainResult, train_sentence_agent
-from segrl.data import Corpus, GoldWord
 from segrl.envs.masks import batch_rule_masks
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.evaluators import SegmentationBatch
@@ -242,18 +239,6 @@ def standardise(values: torch.Tensor, mask: torch.Tensor | None = None) -> torch
     """``values`` minus their mean, over their standard deviation (over ``mask``'s True entries)."""
     chosen = values if mask is None else values[mask]
     return (values - chosen.mean()) / (chosen.std() + 1e-8)
-
-
-def train_ppo_batched(
-    config: TrainConfig,
-    corpus: Corpus | None = None,
-    gold: list[GoldWord] | None = None,
-    on_step: Callable[[int, dict[str, float]], bool] | None = None,
-) -> TrainResult:
-    """The ``segrl train --agent ppo-batched`` job: REINFORCE's job (run folder, checkpoints and
-    resumption, MLflow logging, evaluation, registration) with the batched PPO as the learner."""
-
-    return train_sentence_agent(config, make_batched_ppo, corpus, gold, on_step)
 
 
 def make_batched_ppo(

@@ -4,8 +4,9 @@ budget and options, whether its policy can read a teacher, and which gradients i
 
 Each entry names its job, a function ``train(config: TrainConfig, corpus=None, gold=None, on_step=None)
 -> TrainResult``, by import path, so naming one does not import the others; the job is run by
-``segrl.agents.trainer.train``. The registry sits below the config (``segrl.agents.config`` imports
-it), so it imports nothing of the agents.
+``segrl.experiments.agent_train.train``, and the jobs live there too (``segrl.experiments``, above the
+agents they train). The registry sits below the config (``segrl.agents.config`` imports it), so it
+imports nothing of the agents.
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ class AgentSpec:
 
 AGENTS: dict[str, AgentSpec] = {
     "reinforce": AgentSpec(
-        "segrl.agents.reinforce:train_reinforce",
+        "segrl.experiments.agent_train:train_reinforce",
         table="reinforce",
         reads_teacher=True,
         per_action_gradients=True,
     ),
-    "ppo": AgentSpec("segrl.agents.sb3.train:train_ppo", table="ppo"),
-    "ppo-batched": AgentSpec("segrl.agents.ppo_batched:train_ppo_batched", table="ppo"),
+    "ppo": AgentSpec("segrl.experiments.sb3_train:train_ppo", table="ppo"),
+    "ppo-batched": AgentSpec("segrl.experiments.agent_train:train_ppo_batched", table="ppo"),
 }
 
 

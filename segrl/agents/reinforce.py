@@ -32,7 +32,6 @@ from non-splits. Gradients are clipped to ``max_grad_norm``. Sampling is for tra
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,8 +42,6 @@ from torch.distributions import Categorical
 from segrl.agents.config import PerActionGradient, ReinforceConfig, TrainConfig
 from segrl.agents.policies import SegmenterPolicy, masked_mean
 from segrl.agents.segmenter import pad_positions, teacher_input, trim
-from segrl.agents.trainer import TrainResult, train_sentence_agent
-from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.errors import ConfigError
 from segrl.evaluators import SegmentationBatch
@@ -213,22 +210,6 @@ class Reinforce:
         if self.baseline is not None:
             self.baseline.load_state_dict(state["baseline"])
             self.baseline_optimizer.load_state_dict(state["baseline_optimizer"])
-
-
-def train_reinforce(
-    config: TrainConfig,
-    corpus: Corpus | None = None,
-    gold: list[GoldWord] | None = None,
-    on_step: Callable[[int, dict[str, float]], bool] | None = None,
-) -> TrainResult:
-    """The ``segrl train --agent reinforce`` job (``segrl.agents.trainer.train_sentence_agent``
-    with ``Reinforce`` as the learner): returns the final metrics and where everything is.
-
-    ``on_step(step, stats)`` is called after every update; returning True stops training there as a
-    Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
-    """
-
-    return train_sentence_agent(config, make_reinforce, corpus, gold, on_step)
 
 
 def make_reinforce(config: TrainConfig, policy: SegmenterPolicy, device: torch.device) -> Reinforce:

@@ -12,8 +12,8 @@ texts, the references its agreement is measured against, and the gold words it i
 Agreement with Morfessor is always measured (a common yardstick, and the collapse diagnostic of
 LM-rewarded runs); with the gold evaluator, agreement with the gold analyses too.
 
-The task is built from a resolved config (``segrl.agents.trainer.resolve_train_config``): the LM
-evaluator's model, whether the policy reads its teacher and the rest are decided there, once.
+The task is built from a resolved config (``segrl.experiments.agent_train.resolve_train_config``):
+the LM evaluator's model, whether the policy reads its teacher and the rest are decided there, once.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def build_task(
     config: TrainConfig, corpus: Corpus | None = None, gold: list[GoldWord] | None = None
 ) -> TrainingTask:
     """Load (or take) the corpus and gold set and build the task that ``config``, resolved
-    (``segrl.agents.trainer.resolve_train_config``), describes."""
+    (``segrl.experiments.agent_train.resolve_train_config``), describes."""
     corpus = corpus or load_corpus(config.data)
     if config.evaluator.spec.plays_gold_words:
         everything = gold if gold is not None else load_gold(config.gold.path)

@@ -81,9 +81,9 @@ def baseline_config(args: argparse.Namespace):
 
 
 def run_baseline_command(args: argparse.Namespace) -> int:
-    from segrl.baselines.experiment import run_baseline
     from segrl.baselines.registry import available_methods
     from segrl.data import load_corpus, load_gold, refuse_gold_file
+    from segrl.experiments.baseline import run_baseline
     from segrl.metrics import metrics_summary
     from segrl.tracking.store import ensure_reachable
 

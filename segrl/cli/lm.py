@@ -12,8 +12,8 @@ from segrl.cli.common import (
 from segrl.cli.flags import Flag, FlagTable
 
 LM_SET_EXAMPLE = "lm.hidden_dim=128 --set lm.lexicon_cost=1"
-LM_TRAIN = "segrl.lm.segmenter:LMTrainConfig"
-LEVELS = "segrl.lm.levels:LevelsConfig"
+LM_TRAIN = "segrl.experiments.lm_train:LMTrainConfig"
+LEVELS = "segrl.experiments.lm_levels:LevelsConfig"
 TRAINING_FLAGS = (
     Flag("--epochs", "epochs", int, "N"),
     Flag("--batch-size", "batch_size", int, "N"),
@@ -111,14 +111,14 @@ def _threads(args: argparse.Namespace) -> None:
 
 def lm_train_config(args: argparse.Namespace):
     """The config ``segrl lm train`` trains with, from its parsed command line."""
-    from segrl.lm.segmenter import LMTrainConfig
+    from segrl.experiments.lm_train import LMTrainConfig
 
     return config_from_args(LMTrainConfig, args, lm_command=None)
 
 
 def run_train(args: argparse.Namespace) -> int:
     from segrl.data import load_corpus, load_gold
-    from segrl.lm.segmenter import train_lm_segmenter
+    from segrl.experiments.lm_train import train_lm_segmenter
     from segrl.metrics import metrics_summary, posterior_metrics
     from segrl.tracking.store import ensure_reachable
 
@@ -139,7 +139,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_levels_command(args: argparse.Namespace) -> int:
     from segrl.data import load_corpus
-    from segrl.lm.levels import LevelsConfig, format_results, run_levels
+    from segrl.experiments.lm_levels import LevelsConfig, format_results, run_levels
     from segrl.tracking.store import ensure_reachable
 
     config = config_from_args(LevelsConfig, args, lm_command=None)

@@ -136,7 +136,7 @@ def train_config(args: argparse.Namespace):
 
 
 def run_train_command(args: argparse.Namespace) -> int:
-    from segrl.agents import train
+    from segrl.experiments.agent_train import train
 
     config = train_config(args)
     print(f"[{config.name}] training; Ctrl-C stops at the next step with a checkpoint", flush=True)

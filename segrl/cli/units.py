@@ -6,11 +6,11 @@
     segrl units probe FOLDER [FOLDER ...] [--targets bpe,morfessor] [--epochs N] [flags]
 
 ``train`` builds the model registered as NAME in ``segrl.units.registry.UNIT_MODELS``, trains it with
-the shared loop (``segrl.units.training``), evaluates it and logs it to MLflow as a segmenter of kind
-``units``; re-running an interrupted command resumes from its checkpoint. ``eval`` evaluates saved
+the shared loop (``segrl.experiments.units_train``), evaluates it and logs it to MLflow as a
+segmenter of kind ``units``; re-running an interrupted command resumes from its checkpoint. ``eval`` evaluates saved
 model folders again (and compares their robustness when given several). ``probe`` trains forward and
 reverse probes on saved models' unit vectors against BPE and Morfessor units
-(``segrl.units.probe_experiment``).
+(``segrl.experiments.units_probe``).
 
 Extending:
 
@@ -215,7 +215,7 @@ def units_config_from_args(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from segrl.units.training import train_unit_model
+    from segrl.experiments.units_train import train_unit_model
 
     config = units_config_from_args(args)
     print(f"units {config.model}: run folder {config.run_folder}", flush=True)
@@ -232,8 +232,8 @@ def report_training(config, result) -> int:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from segrl.units.finetune import finetune_config
-    from segrl.units.training import train_unit_model
+    from segrl.experiments.units_finetune import finetune_config
+    from segrl.experiments.units_train import train_unit_model
 
     overrides = {**parse_set(args._set), **flag_overrides(args)}
     model = overrides.pop("model")
@@ -249,7 +249,7 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from segrl.units.experiment import evaluate_saved_models
+    from segrl.experiments.units_eval import evaluate_saved_models
 
     overrides = {**parse_set(args._set), **flag_overrides(args)}
     experiment = overrides.pop("tracking.experiment", None)
@@ -261,7 +261,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_probe(args: argparse.Namespace) -> int:
-    from segrl.units.probe_experiment import format_probe_table, run_probes
+    from segrl.experiments.units_probe import format_probe_table, run_probes
     from segrl.units.probing import ProbeConfig
 
     options = ("targets", "epochs", "reverse_epochs", "train_sentences", "test_sentences")

@@ -49,7 +49,7 @@ class EnvConfig:
     position (``Evaluator.teacher``; the LM evaluator's posterior), so that a student can read what
     its teacher would decide. Binary rules only. None (off for an environment): ``segrl train``
     resolves it to on where its reinforce agent's LM evaluator has a lexicon
-    (``segrl.agents.trainer.resolve_train_config``)."""
+    (``segrl.experiments.agent_train.resolve_train_config``)."""
 
     def check(self, prefix: str) -> None:
         if self.teacher_features and self.rules != "binary":

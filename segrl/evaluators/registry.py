@@ -123,9 +123,9 @@ EvaluatorTexts = Literal["word-types", "sentences", "corpus-words"]
 def evaluator_lm() -> LMConfig:
     """The LM evaluator's model by default: ``slm``, smaller than ``segrl lm train``'s, the options
     left unset resolved by the evaluator's rows of ``segrl.lm.config.LM_DEFAULTS`` (where the job
-    starts, ``segrl.agents.trainer.resolve_train_config``): without context (with the LSTM context
-    where spaces are hidden), its lexicon and its price decided by the corpus, the lexicon's logits
-    learnt directly, as ``segrl lm train``'s."""
+    starts, ``segrl.experiments.agent_train.resolve_train_config``): without context (with the LSTM
+    context where spaces are hidden), its lexicon and its price decided by the corpus, the lexicon's
+    logits learnt directly, as ``segrl lm train``'s."""
     return table_lm(hidden_dim=128, speller_dim=128)
 
 

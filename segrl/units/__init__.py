@@ -6,7 +6,11 @@
 - ``transformer``: the plain Transformer autoencoder (the baseline);
 - ``nvib`` and ``nvib_model``: NVIB (the layer, sampling, denoising attention, KL terms) and the
   stacked-NVIB denoising autoencoder;
-- ``registry``: models by name; ``config``: run configs; ``training``: the training loop;
-  ``evaluation``, ``robustness``, ``plots``, ``experiment``: metrics, noise curves, figures, MLflow;
-  ``saving``: trained model folders; ``noise``: character noise; ``segments``: attention -> segments.
+- ``registry``: models by name; ``config``: run configs; ``stepping``: one training step;
+  ``evaluation``, ``robustness``, ``plots``: metrics, noise curves, figures; ``probing``: probes of
+  the unit vectors; ``saving``: trained model folders; ``noise``: character noise; ``segments``:
+  attention -> segments.
+
+The jobs that train, evaluate, probe and fine-tune them, and log to MLflow, are
+``segrl.experiments``' ``units_train``, ``units_eval``, ``units_probe`` and ``units_finetune``.
 """

@@ -3,21 +3,20 @@
 For each perturbation kind (swap, delete, insert, substitute; ``segrl.units.noise.perturb``) and rate,
 the model reconstructs held-out sentences from their perturbed form; the teacher-forced
 reconstruction cross-entropy and next-character accuracy of the clean text are recorded. The NVIB
-paper plots the relative change against clean input, one line per model (``plots.robustness_figure``).
+paper plots the relative change against clean input, one line per model (``plots.robustness_figure``;
+the curves go to MLflow by ``segrl.experiments.units_eval.log_robustness``).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from segrl.data.vocab import CharVocab
-from segrl.tracking.runs import log_figure, log_metrics, log_table
 from segrl.units.base import RECONSTRUCTION, UnitModel
 from segrl.units.config import UnitsConfig
 from segrl.units.evaluation import ACCURACY, reconstruction_metrics
 from segrl.units.noise import noise_alphabet, perturb
-from segrl.units.plots import robustness_figure
 
 
 def robustness_curves(
@@ -47,24 +46,3 @@ def robustness_curves(
                 }
             )
     return rows
-
-
-def log_robustness(results: Mapping[str, Sequence[Mapping[str, float | str]]]) -> None:
-    """Log robustness rows of one or more models to the active MLflow run: a table, the relative
-    change of accuracy and of cross-entropy as figures, and per-kind metrics whose step is the rate
-    in percent (so MLflow draws them as curves)."""
-    table = [{"model": model, **row} for model, rows in results.items() for row in rows]
-    log_table(table, "robustness/robustness.json")
-    for metric in (ACCURACY, RECONSTRUCTION):
-        log_figure(robustness_figure(results, metric), f"robustness/{metric}.png")
-    if len(results) == 1:
-        [rows] = results.values()
-        for row in rows:
-            step = round(float(row["rate"]) * 100)
-            log_metrics(
-                {
-                    f"robustness/{row['kind']}/{m}": float(row[m])
-                    for m in (ACCURACY, RECONSTRUCTION)
-                },
-                step=step,
-            )

@@ -1,5 +1,5 @@
 """The project's segmenter policy inside stable-baselines3: a features extractor around its encoder,
-an actor-critic whose actor is the policy's decision head, and SB3's metrics sent to MLflow.
+and an actor-critic whose actor is the policy's decision head.
 
 - ``SegmenterFeaturesExtractor`` reads ``CharSegment``'s ``Dict`` observation and returns the
   encoder's features at the position being decided: ``[B, F]``. It holds a whole
@@ -11,16 +11,17 @@ an actor-critic whose actor is the policy's decision head, and SB3's metrics sen
   is ``Linear(F, H) -> Tanh`` and action net ``Linear(H, A)``, the layers of ``DecisionHead``; they are
   tied to the segmenter policy's head (``tie_decision_head``), so the policy SB3 trains is the one
   saved and evaluated, with no export step. The critic has the same shape, on the same features.
-- ``MlflowOutputFormat`` is an SB3 ``KVWriter`` that logs every numeric value SB3 records
-  (``train/approx_kl``, ``rollout/ep_rew_mean``, ``time/fps``, ...) through ``segrl.tracking``.
+- SB3's logger writes to the ``output_formats`` that ``build_sb3_model`` is given, and to nothing
+  else (the ``segrl train --agent ppo`` job gives it ``MlflowOutputFormat``,
+  ``segrl.experiments.sb3_train``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
@@ -31,7 +32,6 @@ from torch import nn
 from segrl.agents.config import TrainConfig
 from segrl.agents.policies import PolicyConfig, SegmenterPolicy, bucketed_char_states
 from segrl.agents.sb3.vec_env import SegmentVecEnv
-from segrl.tracking.runs import log_metrics
 
 
 def current_words(
@@ -109,10 +109,15 @@ def tie_decision_head(policy: nn.Module) -> SegmenterPolicy:
 
 
 def build_sb3_model(
-    config: TrainConfig, venv: SegmentVecEnv, separator: int | None, device: torch.device
+    config: TrainConfig,
+    venv: SegmentVecEnv,
+    separator: int | None,
+    device: torch.device,
+    output_formats: Sequence[KVWriter] = (),
 ) -> PPO:
     """SB3 ``PPO`` on ``venv`` (``MaskablePPO`` with the full rule set) as ``config.ppo`` says, with
-    the segmenter policy as its features extractor and actor."""
+    the segmenter policy as its features extractor and actor; SB3's logs go to ``output_formats``
+    (none: nowhere, no folder written)."""
     setup = venv.env.setup
     ppo = config.ppo
     hidden = config.policy.hidden_dim
@@ -153,26 +158,5 @@ def build_sb3_model(
         verbose=0,
     )
     tie_decision_head(model.policy)
-    model.set_logger(Logger(folder=None, output_formats=[MlflowOutputFormat()]))
+    model.set_logger(Logger(folder=None, output_formats=list(output_formats)))
     return model
-
-
-class MlflowOutputFormat(KVWriter):
-    """SB3 logger output: every numeric value to the active MLflow run, at SB3's step (the
-    environment steps taken, i.e. decisions)."""
-
-    def write(
-        self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0
-    ) -> None:
-        metrics = {
-            key: float(value)
-            for key, value in key_values.items()
-            if isinstance(value, (int, float, np.integer, np.floating))
-            and not isinstance(value, bool)
-            and "mlflow" not in (key_excluded.get(key) or ())
-        }
-        if metrics:
-            log_metrics(metrics, step=step)
-
-    def close(self) -> None:
-        pass

@@ -33,13 +33,13 @@ from typing import Literal
 
 from tqdm import tqdm
 
-from segrl.baselines.experiment import make_segmenter
 from segrl.baselines.yttm import yttm_available
 from segrl.config import BaselineConfig, DataConfig, TrackingConfig, validate_config
 from segrl.data import Corpus, load_corpus, read_lines
 from segrl.data.batching import iterate_batches
 from segrl.data.corpus import NormalizationSettings, normalize
 from segrl.errors import ConfigError, DataError
+from segrl.experiments.baseline import make_segmenter
 from segrl.lm.config import LMConfig
 from segrl.lm.lexicon import build_lexicon
 from segrl.lm.models import build_lm

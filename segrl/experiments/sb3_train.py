@@ -15,8 +15,9 @@ callbacks. A job step is one PPO iteration: ``ppo.n_steps`` steps of ``ppo.num_e
   due; once the job must stop (Ctrl-C, ``on_step``, the time limit), ``_on_step`` returns False and
   ``learn`` returns at once (the one environment step it took after the checkpoint is not kept).
 
-SB3's metrics go to MLflow at SB3's step (decisions taken), as do the job's; the final evaluation and
-registration are REINFORCE's (``trainer.finish``).
+SB3's metrics go to MLflow at SB3's step (decisions taken), as do the job's
+(``MlflowOutputFormat``); the final evaluation and registration are REINFORCE's
+(``segrl.experiments.agent_train.finish``).
 
 Checkpoints (``RunDir``) hold the SB3 model zip (parameters and optimiser), the episodes in progress
 as they stand, the evaluator and every RNG state. A resumed run loads the zip into a freshly built
@@ -35,12 +36,16 @@ from typing import Any
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import KVWriter
 
 from segrl.agents.config import TrainConfig
 from segrl.agents.sb3.policy import build_sb3_model
 from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
-from segrl.agents.trainer import (
+from segrl.data import Corpus, GoldWord
+from segrl.envs.vector import VectorCharSegmentEnv
+from segrl.evaluators import SegmentationBatch
+from segrl.experiments.agent_train import (
     TrainResult,
     agent_job,
     finish,
@@ -48,10 +53,8 @@ from segrl.agents.trainer import (
     segmenter_name,
     start_fresh,
 )
-from segrl.data import Corpus, GoldWord
-from segrl.envs.vector import VectorCharSegmentEnv
-from segrl.evaluators import SegmentationBatch
 from segrl.jobs import Job
+from segrl.tracking.runs import log_metrics
 
 
 class EvaluatorUpdates(BaseCallback):
@@ -131,7 +134,9 @@ def train_ppo(
     config = run.config  # resolved: every option a value
     env = VectorCharSegmentEnv(config.ppo.num_envs, seed=config.seed, setup=task.setup)
     venv = SegmentVecEnv(env)
-    model = build_sb3_model(config, venv, separator_id(task.corpus.vocab), device)
+    model = build_sb3_model(
+        config, venv, separator_id(task.corpus.vocab), device, [MlflowOutputFormat()]
+    )
     policy = model.policy.features_extractor.segmenter
     segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
     rollout = config.ppo.num_envs * config.ppo.n_steps
@@ -167,3 +172,24 @@ def train_ppo(
         model.logger.dump(model.num_timesteps)  # the last update's train/... values
         metrics = job.finish(lambda step: finish(segmenter, task, run, config, step, job))
     return TrainResult(metrics, run.path, run.info["mlflow_run_id"], job.step, job.resumed_from)
+
+
+class MlflowOutputFormat(KVWriter):
+    """SB3 logger output: every numeric value to the active MLflow run, at SB3's step (the
+    environment steps taken, i.e. decisions)."""
+
+    def write(
+        self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0
+    ) -> None:
+        metrics = {
+            key: float(value)
+            for key, value in key_values.items()
+            if isinstance(value, (int, float, np.integer, np.floating))
+            and not isinstance(value, bool)
+            and "mlflow" not in (key_excluded.get(key) or ())
+        }
+        if metrics:
+            log_metrics(metrics, step=step)
+
+    def close(self) -> None:
+        pass

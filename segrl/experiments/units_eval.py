@@ -3,7 +3,7 @@ model folders (several at once compare their robustness in one figure)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,13 +13,20 @@ from segrl.data import Corpus, GoldWord, load_corpus, load_gold
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError
 from segrl.runtime import resolve_device
-from segrl.tracking.runs import log_figure, log_segmenter, set_tags, start_run
+from segrl.tracking.runs import (
+    log_figure,
+    log_metrics,
+    log_segmenter,
+    log_table,
+    set_tags,
+    start_run,
+)
 from segrl.tracking.tags import KIND_TAG
-from segrl.units.base import UnitModel
+from segrl.units.base import RECONSTRUCTION, UnitModel
 from segrl.units.config import UnitsConfig
-from segrl.units.evaluation import evaluate_unit_model, unit_samples
-from segrl.units.plots import attention_figure, attention_maps
-from segrl.units.robustness import log_robustness, robustness_curves
+from segrl.units.evaluation import ACCURACY, evaluate_unit_model, unit_samples
+from segrl.units.plots import attention_figure, attention_maps, robustness_figure
+from segrl.units.robustness import robustness_curves
 from segrl.units.saving import build_model, load_unit_model
 
 UNITS_KIND = "units"
@@ -129,3 +136,24 @@ def _with_overrides(config: UnitsConfig, overrides: dict[str, Any]) -> UnitsConf
     updated = build_config(type(config), None, values)
     validate_config(updated)
     return updated
+
+
+def log_robustness(results: Mapping[str, Sequence[Mapping[str, float | str]]]) -> None:
+    """Log robustness rows of one or more models to the active MLflow run: a table, the relative
+    change of accuracy and of cross-entropy as figures, and per-kind metrics whose step is the rate
+    in percent (so MLflow draws them as curves)."""
+    table = [{"model": model, **row} for model, rows in results.items() for row in rows]
+    log_table(table, "robustness/robustness.json")
+    for metric in (ACCURACY, RECONSTRUCTION):
+        log_figure(robustness_figure(results, metric), f"robustness/{metric}.png")
+    if len(results) == 1:
+        [rows] = results.values()
+        for row in rows:
+            step = round(float(row["rate"]) * 100)
+            log_metrics(
+                {
+                    f"robustness/{row['kind']}/{m}": float(row[m])
+                    for m in (ACCURACY, RECONSTRUCTION)
+                },
+                step=step,
+            )

@@ -38,6 +38,7 @@ from segrl.data import Corpus, GoldWord, check_gold_fits, load_corpus, load_gold
 from segrl.data.batching import training_batches
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, DataError, ModelError
+from segrl.experiments.units_eval import UNITS_KIND, final_evaluation
 from segrl.jobs import CHECKPOINT_FILE, Job, JobStart, RunDir, resolve_job_tables
 from segrl.model_files import is_model_uri, logged_segmenter_folder
 from segrl.runtime import (
@@ -52,7 +53,6 @@ from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel
 from segrl.units.config import UnitsConfig
 from segrl.units.evaluation import evaluate_unit_model
-from segrl.units.experiment import UNITS_KIND, final_evaluation
 from segrl.units.registry import model_class
 from segrl.units.saving import MODEL_FILE, build_model, load_unit_model, save_unit_model
 from segrl.units.stepping import UnitTrainer

@@ -7,9 +7,9 @@ shapes agree); no learning-rate warm-up (the model is trained already); ``NAME``
 the trained encoder has); a quarter of the trained model's steps; then a config file and
 command-line flags. Fine-tuning into the same model (``--model transformer`` from a Transformer) is
 the control: the same further training without NVIB. ``init_from`` names the trained model (its
-folder, an MLflow model folder or URI: ``segrl.units.training.trained_model_folder``), so the
-training loop (``segrl.units.training``) starts from its weights through the new model's
-``init_from_pretrained``, and a re-run resumes from the run's own checkpoint.
+folder, an MLflow model folder or URI: ``segrl.experiments.units_train.trained_model_folder``), so
+the training loop (``segrl.experiments.units_train``) starts from its weights through the new
+model's ``init_from_pretrained``, and a re-run resumes from the run's own checkpoint.
 
     config = finetune_config("runs/units/transformer-cpu", "nvib")
     train_unit_model(config)
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from segrl.config import flatten_config, read_config_keys
+from segrl.experiments.units_train import trained_model_folder
 from segrl.units.config import UnitsConfig, build_units_config
 from segrl.units.registry import model_class
 from segrl.units.saving import model_config_file
-from segrl.units.training import trained_model_folder
 
 BUDGET_FRACTION = 0.25
 """Fine-tuning steps as a fraction of the trained model's, unless given."""

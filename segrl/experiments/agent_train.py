@@ -1,7 +1,8 @@
 """The training job of every agent, around its learner: build the task, train with checkpoints,
 evaluate as it goes, log everything to MLflow, register the final segmenter for ``segrl compare``.
 ``train_sentence_agent`` runs the learners that take whole sentences (``segrl.agents.reinforce``,
-``segrl.agents.ppo_batched``); ``segrl.agents.sb3`` shares its set-up, job, evaluation and finish.
+``segrl.agents.ppo_batched``), as ``train_reinforce`` and ``train_ppo_batched``; SB3's PPO
+(``segrl.experiments.sb3_train``) shares its set-up, job, evaluation and finish.
 
 Reading guide (``segrl train --agent reinforce``, from the command to the update):
 
@@ -11,7 +12,7 @@ Reading guide (``segrl train --agent reinforce``, from the command to the update
 - **The update** is ``Reinforce.step`` (``segrl.agents.reinforce``): sample every decision of a
   batch of sentences, get their rewards, ``reinforce_loss``, one Adam step, the baseline's own step.
   The batched PPO's is ``BatchedPPO.step`` (``segrl.agents.ppo_batched``); SB3's PPO runs its own
-  loop, with the job as callbacks (``segrl.agents.sb3.train``).
+  loop, with the job as callbacks (``segrl.experiments.sb3_train``).
 - **The rewards** come from ``env.step`` of ``VectorSentenceSegmentEnv`` (``segrl.envs.vector``),
   which asks the task's evaluator (``segrl.evaluators``: ``score`` per sentence, ``action_rewards``
   per decision) for the whole batch at once (``segrl.envs.episodes``); the evaluator is built from
@@ -43,6 +44,8 @@ import torch
 from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig, can_read_teacher
 from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
+from segrl.agents.ppo_batched import make_batched_ppo
+from segrl.agents.reinforce import make_reinforce
 from segrl.agents.segmenter import AgentSegmenter, separator_id
 from segrl.agents.task import TrainingTask, build_task, pretrain_evaluator
 from segrl.config import NO_LIMIT, validate_config
@@ -414,3 +417,31 @@ def log_teacher_segmentations(task: TrainingTask, config: TrainConfig, name: str
         headline = WORD_F1 if discovery else BOUNDARY_F1
         found.append(f"{suffix} {metrics[headline]:.3f}")
     print(f"[{name}] its evaluator's own {headline}: {', '.join(found)}", flush=True)
+
+
+def train_reinforce(
+    config: TrainConfig,
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+    on_step: Callable[[int, dict[str, float]], bool] | None = None,
+) -> TrainResult:
+    """The ``segrl train --agent reinforce`` job (``train_sentence_agent`` with ``Reinforce`` as
+    the learner): returns the final metrics and where everything is.
+
+    ``on_step(step, stats)`` is called after every update; returning True stops training there as a
+    Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
+    """
+
+    return train_sentence_agent(config, make_reinforce, corpus, gold, on_step)
+
+
+def train_ppo_batched(
+    config: TrainConfig,
+    corpus: Corpus | None = None,
+    gold: list[GoldWord] | None = None,
+    on_step: Callable[[int, dict[str, float]], bool] | None = None,
+) -> TrainResult:
+    """The ``segrl train --agent ppo-batched`` job: REINFORCE's job (run folder, checkpoints and
+    resumption, MLflow logging, evaluation, registration) with the batched PPO as the learner."""
+
+    return train_sentence_agent(config, make_batched_ppo, corpus, gold, on_step)
