@@ -242,8 +242,8 @@ def test_the_speller_learns_the_kept_entries_beside_the_marginal():
 def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
     """``LM_DEFAULTS``: ``speller_entries`` is on where the lexicon is pruned (``segrl lm train``
     on a word list and on running text, the LM evaluator on a word list), off elsewhere."""
+    from segrl.experiments.lm_train import segmenter_lm
     from segrl.lm.config import SPELLER_ENTRIES, resolve_lm_config, table_lm
-    from segrl.lm.segmenter import segmenter_lm
 
     assert SPELLER_ENTRIES > 0
     for text, user, config, on in [

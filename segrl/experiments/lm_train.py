@@ -100,7 +100,7 @@ class LMTrainConfig:
     prices its entries (0: every segment spelled); ``lexicon_cost`` ``LEXICON_COST``, nats per
     character that an entry's spelling costs once, when the corpus uses it: Morfessor's lexicon
     code, so that long entries that a few words share give way to their parts (0: the plain
-    marginal likelihood); ``lexicon_logits`` None: ``direct`` (``projected`` with categories), the
+    marginal likelihood); ``lexicon_logits`` None: ``direct`` (one set per category with categories), the
     lexicon's logits learnt as themselves, at ``lexicon_lr``: several times cheaper updates, a
     better teacher in Hungarian, Czech and on running text, a worse one in Spanish
     (docs/studies/2026-11-26-teacher.md)."""
