@@ -243,7 +243,8 @@ def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
     """``LM_DEFAULTS``: ``speller_entries`` is on where the lexicon is pruned (``segrl lm train``
     on a word list and on running text, the LM evaluator on a word list), off elsewhere."""
     from segrl.experiments.lm_train import segmenter_lm
-    from segrl.lm.config import SPELLER_ENTRIES, resolve_lm_config, table_lm
+    from segrl.lm.config import SPELLER_ENTRIES, TABLE_OPTIONS, resolve_lm_config, table_lm
+    from segrl.lm.models import SAVED_UNSET
 
     assert SPELLER_ENTRIES > 0
     for text, user, config, on in [
@@ -258,6 +259,8 @@ def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
         assert resolved.speller_entries == (SPELLER_ENTRIES if on else 0.0)
     given = resolve_lm_config(replace(segmenter_lm(), speller_entries=0.0), "words")
     assert given.speller_entries == 0.0
+    # a model file saved before an option was resolved reads it as what it meant then
+    assert set(SAVED_UNSET) == set(TABLE_OPTIONS) and SAVED_UNSET["speller_entries"] == 0.0
 
 
 def test_a_category_lexicon_counts_and_prunes_an_entry_in_every_category():

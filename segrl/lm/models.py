@@ -34,6 +34,7 @@ SAVED_UNSET = {
     "length_penalty": 0.0,
     "speller": "lstm",
     "lexicon_prune": False,
+    "speller_entries": 0.0,
 }
 """What an option left None in a model file saved before configs were resolved meant to the model
 (``build_lm`` then took unset options; ``load_lm`` reads them so)."""
