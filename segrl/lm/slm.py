@@ -81,7 +81,7 @@ class SLM(SegmentLM):
         elif lexicon:
             self.lexicon = DirectLexicon(lexicon) if direct else Lexicon(lexicon, config.hidden_dim)
         self.transitions: morphotactics.Transitions | None = None
-        if config.categories != "none":
+        if categorised:
             if self.lexicon is None:
                 raise ConfigError(
                     f"slm's categories ({config.categories}) need a lexicon (lexicon_size > 0): "

@@ -106,12 +106,11 @@ class LMTrainer:
             chars = model.encode(texts)
             nll, stats = model.marginal_loss(chars)
             if model.config.speller_words:  # the speller learns the texts' spelling too
-                spelled = -model.spelled_whole(chars).sum() / (chars.lengths + 1).sum()
+                spelled = _spelled_nll(model, chars)
                 stats["speller_bits_per_char"] = spelled.item() / math.log(2)
                 nll = nll + model.config.speller_words * spelled
-            if model.config.speller_entries and self.usage is not None:
-                entries = self._entry_sample(len(texts))
-                spelled = -model.spelled_whole(entries).sum() / (entries.lengths + 1).sum()
+            if model.config.speller_entries and self.usage is not None:  # and the kept entries'
+                spelled = _spelled_nll(model, self._entry_sample(len(texts)))
                 stats["speller_entry_bits_per_char"] = spelled.item() / math.log(2)
                 nll = nll + model.config.speller_entries * spelled
             if not (self.corpus_chars and model.config.lexicon_cost):
@@ -216,6 +215,12 @@ class LMTrainer:
         self.steps = state["steps"]
         if self.usage is not None and "lexicon_usage" in state:
             self.usage.load_state_dict(state["lexicon_usage"])
+
+
+def _spelled_nll(model: SegmentLM, chars: CharBatch) -> torch.Tensor:
+    """Differentiable: the speller's negative log-likelihood of ``chars``' texts, each spelled whole,
+    per character (each text's end counted)."""
+    return -model.spelled_whole(chars).sum() / (chars.lengths + 1).sum()
 
 
 def _fused(model: SegmentLM) -> bool | None:
