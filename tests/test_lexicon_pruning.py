@@ -237,6 +237,12 @@ def test_the_speller_learns_the_kept_entries_beside_the_marginal():
     assert any(moved)  # the speller does
     with pytest.raises(ConfigError, match="speller_entries must be at least 0"):
         validate_config(LMConfig(speller_entries=-1.0))
+    # without a pruned lexicon there are no kept entries to learn: an error, not a term left out
+    with pytest.raises(
+        ConfigError, match="speller_entries learns .* needs lm.lexicon_prune = true"
+    ):
+        validate_config(LMConfig(speller_entries=1.0, lexicon_prune=False), "lm.")
+    validate_config(LMConfig(speller_entries=1.0, lexicon_prune=None))  # resolved later
 
 
 def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():

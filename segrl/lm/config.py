@@ -209,6 +209,11 @@ class LMConfig:
         for name in ("speller_words", "speller_entries"):
             if (getattr(self, name) or 0.0) < 0:
                 raise ConfigError(f"{prefix}{name} must be at least 0, got {getattr(self, name)}")
+        if self.speller_entries and self.lexicon_prune is False:
+            raise ConfigError(
+                f"{prefix}speller_entries learns to spell the kept entries of a pruned lexicon: it "
+                f"needs {prefix}lexicon_prune = true (or {prefix}speller_entries = 0)"
+            )
         if not 0.0 < self.lexicon_prune_fraction <= 1.0 or self.speller_price < 0:
             raise ConfigError(
                 f"{prefix}lexicon_prune_fraction must be in (0, 1] and {prefix}speller_price at "
