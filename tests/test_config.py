@@ -381,14 +381,17 @@ def test_the_lms_old_table_and_reward_names_load_as_their_new_ones(tmp_path):
 
 
 def test_the_renamed_lm_options_each_have_one_name():
-    """One word, one meaning: ``reward`` names the reward mode only (``env.reward``), the LM's
-    reward variant is ``reward_variant``; every config that holds the LM's options
-    (``segrl.lm.LMConfig``) holds them as ``lm``, and ``arch`` is a unit model's table only."""
+    """One word, one meaning, over every job's config: ``reward`` names the reward mode only
+    (``env.reward``), the LM's reward variant is ``reward_variant``; every config that holds the
+    LM's options (``segrl.lm.LMConfig``) holds them as ``lm``, and ``arch`` is a unit model's
+    table only."""
     from segrl.agents import TrainConfig
     from segrl.evaluators.registry import LMEvaluatorConfig
     from segrl.experiments.lm_levels import LevelsConfig
     from segrl.experiments.lm_train import LMTrainConfig
     from segrl.lm.config import LMConfig
+    from segrl.units.config import units_config_class
+    from segrl.units.registry import UNIT_MODELS, model_class
 
     def tables(cls, prefix=""):
         """``(dotted name, config class)`` of every nested table of ``cls``."""
@@ -400,17 +403,23 @@ def test_the_renamed_lm_options_each_have_one_name():
 
     lm_tables = {
         cls.__name__: [name for name, table in tables(cls) if table is LMConfig]
-        for cls in (TrainConfig, LMTrainConfig, LevelsConfig)
+        for cls in (TrainConfig, LMTrainConfig, LevelsConfig, BaselineConfig)
     }
     assert lm_tables == {
         "TrainConfig": ["evaluator.lm.lm"],
         "LMTrainConfig": ["lm"],
         "LevelsConfig": ["lm"],
+        "BaselineConfig": [],
     }
-    assert not any(name.endswith("arch") for cls in (TrainConfig, LMTrainConfig, LevelsConfig)
-                   for name, _ in tables(cls))  # fmt: skip
-    params = flatten_config(TrainConfig())
-    assert "env.reward" in params and "evaluator.lm.reward_variant" in params
-    assert [key for key in params if key.rsplit(".", 1)[-1] == "reward"] == ["env.reward"]
+    jobs = [TrainConfig, LMTrainConfig, LevelsConfig, BaselineConfig]
+    jobs += [units_config_class(model) for model in UNIT_MODELS]
+    for job in jobs:
+        for name, table in tables(job):
+            if name.rsplit(".", 1)[-1] == "arch":  # a unit model's options, named by its class
+                assert name == "arch" and table is model_class(job().model).config_class
+        params = flatten_config(job())
+        reward = [key for key in params if key.rsplit(".", 1)[-1] == "reward"]
+        assert reward == (["env.reward"] if job is TrainConfig else []), job.__name__
+    assert "evaluator.lm.reward_variant" in flatten_config(TrainConfig())
     assert LMEvaluatorConfig.OLD_NAMES["arch"] == "lm"
     assert LMEvaluatorConfig.OLD_NAMES["reward"] == "reward_variant"
