@@ -149,8 +149,8 @@ def test_train_set_reaches_the_config_and_flags_win():
 
 
 def test_train_set_takes_the_lms_old_table_and_reward_names():
-    """``--set`` with the LM evaluator's old names (``evaluator.lm.arch.*``, ``evaluator.lm.reward``)
-    sets the new ones (``evaluator.lm.lm.*``, ``evaluator.lm.reward_variant``), and ``--lm-reward``
+    """``--set`` with the LM evaluator's old names (``evaluator.lm.arch.*``,
+    ``evaluator.lm.reward``) sets the new ones (``evaluator.lm.lm.*``, ``evaluator.lm.reward_variant``), and ``--lm-reward``
     sets the reward variant, not the reward mode."""
     from segrl.agents import TrainConfig
     from segrl.cli import build_parser

@@ -80,8 +80,8 @@ def trained():
 
 def evaluator_of(trained, lm_changes: dict | None = None, **changes) -> LMEvaluator:
     """A new evaluator of the ``trained`` fixture's LM, its config the fixture's with ``changes``
-    (``reward_variant="flip"``) and the LM's options with ``lm_changes`` (``{"lexicon_cost": 3.0}``). It holds a
-    copy of the LM: what a test sets stays in its own evaluator, and a failing test leaves nothing
+    (``reward_variant="flip"``) and the LM's options with ``lm_changes``
+    (``{"lexicon_cost": 3.0}``). It holds a copy of the LM: what a test sets stays in its own evaluator, and a failing test leaves nothing
     behind for the next."""
     evaluator, _vocab, _good = trained
     lm = copy.deepcopy(evaluator.lm)

@@ -246,8 +246,8 @@ class TrainConfig:
             )
         if lm.lm.lexicon_size:
             raise ConfigError(
-                f"evaluator.lm.lm.lexicon_size = {lm.lm.lexicon_size} with hidden spaces: the lexicon is "
-                "drawn from the corpus's words, whose edges are the word boundaries to discover; "
+                f"evaluator.lm.lm.lexicon_size = {lm.lm.lexicon_size} with hidden spaces: the "
+                "lexicon is drawn from the corpus's words, whose edges are the word boundaries to discover; "
                 "leave it out (0)"
             )
 

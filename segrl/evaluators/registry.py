@@ -41,8 +41,8 @@ class EvaluatorSpec:
     for an LM evaluator, its reward variant's ``LMRewardSpec.mirrored`` says."""
     lm: bool = False
     """Whether it is a co-trained language model: its options are ``evaluator.lm``
-    (``LMEvaluatorConfig``), its rewards the ``LM_REWARDS`` variant ``evaluator.lm.reward_variant`` chooses,
-    and an ``slm``'s posterior is a teacher a policy can read (``Evaluator.teacher``)."""
+    (``LMEvaluatorConfig``), its rewards the ``LM_REWARDS`` variant that
+    ``evaluator.lm.reward_variant`` chooses, and an ``slm``'s posterior is a teacher a policy can read (``Evaluator.teacher``)."""
     plays_gold_words: bool = False
     """Whether the agent's episodes are the gold words it rewards against (most of them, the rest
     held out and scored), instead of the corpus's sentences (``segrl.agents.task.build_task``)."""
@@ -67,8 +67,8 @@ can do, ``segrl.evaluators.lm`` computes them)."""
 
 @dataclass(frozen=True)
 class LMRewardSpec:
-    """An LM reward variant (``LMEvaluatorConfig.reward_variant``): what the configs, the environments and
-    the learners may ask of it. ``segrl.evaluators.lm`` computes it (``LMEvaluator.SEQUENCE_REWARDS``
+    """An LM reward variant (``LMEvaluatorConfig.reward_variant``): what the configs, the
+    environments and the learners may ask of it. ``segrl.evaluators.lm`` computes it (``LMEvaluator.SEQUENCE_REWARDS``
     or ``LMEvaluator.ACTION_REWARDS``)."""
 
     mode: str
@@ -137,8 +137,8 @@ class LMEvaluatorConfig:
     """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.lm.hidden_dim`` and so on), named ``lm`` as
     in ``segrl lm train`` and ``segrl lm levels`` (``arch`` in configs saved before). Its defaults
     here (the options left None resolve by ``segrl.lm.config.LM_DEFAULTS``' evaluator rows):
-    ``slm`` without context, 128 wide; with hidden spaces the LSTM context (``WORD_DISCOVERY_CONTEXT``, as
-    ``segrl lm train``'s there). ``lexicon_size`` None: by the corpus: on a word list, for a
+    ``slm`` without context, 128 wide; with hidden spaces the LSTM context
+    (``WORD_DISCOVERY_CONTEXT``, as ``segrl lm train``'s there). ``lexicon_size`` None: by the corpus: on a word list, for a
     student that reads its teacher, ``SLM_LEXICON_SIZE`` entries whose spelling costs
     ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none (there the
     lexicon-free LM's posterior in the sentence is the better teacher;
@@ -316,8 +316,8 @@ class EvaluatorConfig:
         return self.lm.variant(reward_mode) if self.spec.lm else None
 
     def check_reward_mode(self, reward_mode: str) -> None:
-        """Raise ``ConfigError`` where the reward variant asked for (``evaluator.lm.reward_variant``) is not
-        one of ``reward_mode``'s."""
+        """Raise ``ConfigError`` where the reward variant asked for
+        (``evaluator.lm.reward_variant``) is not one of ``reward_mode``'s."""
         rewards = lm_rewards(reward_mode)
         variant = self.lm.reward_variant
         if self.spec.lm and variant is not None and variant not in rewards:
