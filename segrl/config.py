@@ -253,7 +253,7 @@ def build_config(
     Overrides whose value is None are skipped, so unset command-line flags keep the file's value. An
     error names the file, or ``overrides_from`` for a value that came from ``overrides``. An option
     that a config class's ``OLD_NAMES`` maps to its new name (``{"segmenter": "policy"}``, or
-    ``{"hidden_dim": "arch.hidden_dim"}`` for an option that moved into a nested table) is read as
+    ``{"hidden_dim": "lm.hidden_dim"}`` for an option that moved into a nested table) is read as
     the new one, at any depth, in the file and in ``overrides`` (see ``current_key``), so that old
     configs and run folders load. A nested config's defaults are those of its parent's field.
     """

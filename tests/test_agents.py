@@ -234,7 +234,7 @@ def test_the_expected_gradient_needs_mirrored_rewards(corpus):
     config.reinforce.per_action_gradient = "expected"
     validate_config(config)  # Morfessor's +-1 rewards are mirrored
     for variant, mirrored in {"posterior": True, "flip": True, "resample": False}.items():
-        config.evaluator.name, config.evaluator.lm.reward = "lm", variant
+        config.evaluator.name, config.evaluator.lm.reward_variant = "lm", variant
         assert config.evaluator.mirrored_action_rewards() is mirrored
         if not mirrored:
             with pytest.raises(ConfigError, match="here: binary rules, 'resample' lm rewards"):
@@ -252,7 +252,7 @@ def test_the_expected_gradient_needs_mirrored_rewards(corpus):
     assert learner.gradient == "expected"
     _, stats, _ = learner.step(env, env.reset())
     assert np.isfinite(stats["policy_loss"])
-    config.env.reward, config.evaluator.lm.reward = "per-action", "resample"
+    config.env.reward, config.evaluator.lm.reward_variant = "per-action", "resample"
     config.evaluator.name, config.env.rules = "lm", "binary"
     config.reinforce.per_action_gradient = "forward-kl"
     with pytest.raises(ConfigError, match="'forward-kl' needs binary rules"):
@@ -278,10 +278,10 @@ def test_the_per_action_gradient_defaults_to_the_forward_kl_for_the_lm_posterior
     config.evaluator.name, config.env.reward = "lm", "per-action"
     assert config.per_action_gradient() == "forward-kl"
     for variant in ("flip", "resample", "incremental"):
-        config.evaluator.lm.reward = variant
+        config.evaluator.lm.reward_variant = variant
         assert config.per_action_gradient() == "sampled"
         validate_config(config)
-    config.evaluator.lm.reward = "posterior"
+    config.evaluator.lm.reward_variant = "posterior"
     config.reinforce.per_action_baseline = True
     assert config.per_action_gradient() == "sampled"
     config.reinforce.per_action_baseline, config.reinforce.entropy_coef = False, 0.0

@@ -144,8 +144,29 @@ def test_train_set_reaches_the_config_and_flags_win():
     )  # fmt: skip
     config = config_from_args(TrainConfig, args)
     assert config.reinforce.lr == 0.25
-    assert config.evaluator.lm.arch.hidden_dim == 32  # the LM's option by its old name
+    assert config.evaluator.lm.lm.hidden_dim == 32  # the LM's option by its old name
     assert config.reinforce.steps == 9  # the flag wins over --set
+
+
+def test_train_set_takes_the_lms_old_table_and_reward_names():
+    """``--set`` with the LM evaluator's old names (``evaluator.lm.arch.*``,
+    ``evaluator.lm.reward``) sets the new ones (``evaluator.lm.lm.*``, ``evaluator.lm.reward_variant``), and ``--lm-reward``
+    sets the reward variant, not the reward mode."""
+    from segrl.agents import TrainConfig
+    from segrl.cli import build_parser
+    from segrl.cli.common import config_from_args
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["train", "--evaluator", "lm", "--reward", "sequence", "--set",
+         "evaluator.lm.arch.hidden_dim=48", "--set", "evaluator.lm.reward=entropy"]
+    )  # fmt: skip
+    config = config_from_args(TrainConfig, args)
+    assert config.evaluator.lm.lm.hidden_dim == 48
+    assert (config.env.reward, config.evaluator.lm.reward_variant) == ("sequence", "entropy")
+    args = parser.parse_args(["train", "--lm-reward", "flip", "--lm-context", "none"])
+    config = config_from_args(TrainConfig, args)
+    assert config.evaluator.lm.reward_variant == "flip" and config.evaluator.lm.lm.context == "none"
 
 
 @pytest.mark.parametrize(
@@ -252,7 +273,7 @@ def test_old_flag_names_and_flag_types_still_work():
                               "--lm-context", "lstm", "--lr", "0.5", "--steps", "3"])  # fmt: skip
     config = config_from_args(TrainConfig, args)
     assert config.policy.kind == "transformer" and config.env.hide_spaces is True
-    assert config.evaluator.lm.arch.context == "lstm"
+    assert config.evaluator.lm.lm.context == "lstm"
     assert (config.reinforce.lr, config.reinforce.steps) == (0.5, 3)
     args = parser.parse_args(["lm", "levels", "--levels", "bpe, words", "--hidden-dim", "32"])
     config = config_from_args(LevelsConfig, args, lm_command=None)

@@ -1,4 +1,5 @@
 import dataclasses
+import typing
 
 import pytest
 
@@ -242,16 +243,16 @@ def test_validate_config_checks_choices_then_each_tables_own_checks():
 
     validate_config(TrainConfig())  # the defaults work
     config = TrainConfig()
-    config.evaluator.lm.arch.context = "window"
+    config.evaluator.lm.lm.context = "window"
     with pytest.raises(
         ConfigError,
-        match="^evaluator.lm.arch.context must be one of: lstm, words, none; got 'window'$",
+        match="^evaluator.lm.lm.context must be one of: lstm, words, none; got 'window'$",
     ):
         validate_config(config)
     config = TrainConfig()
-    config.evaluator.lm.arch.lexicon_size = -1
+    config.evaluator.lm.lm.lexicon_size = -1
     with pytest.raises(
-        ConfigError, match="^evaluator.lm.arch.lexicon_size must be at least 0, got -1$"
+        ConfigError, match="^evaluator.lm.lm.lexicon_size must be at least 0, got -1$"
     ):
         validate_config(config)
     with pytest.raises(ConfigError, match="^lm.max_segment_length must be at least 1, got 0$"):
@@ -263,29 +264,29 @@ def test_validate_config_checks_choices_then_each_tables_own_checks():
         validate_config(config)
 
 
-def test_a_saved_train_config_with_the_lms_options_flat_loads_into_arch(tmp_path):
+def test_a_saved_train_config_with_the_lms_options_flat_loads_into_its_table(tmp_path):
     """The LM evaluator's model options sat beside its reward (``[evaluator.lm] hidden_dim``);
-    they are now its ``arch`` table. A config or run folder saved before still loads, to the same
+    they are now its ``lm`` table. A config or run folder saved before still loads, to the same
     config, and still resumes; ``--set evaluator.lm.hidden_dim=...`` still reaches the LM; a file
     that gives an option by both names is refused."""
     from segrl.agents import TrainConfig
     from segrl.jobs import RunDir
 
     config = build_config(
-        TrainConfig, overrides={"evaluator.name": "lm", "evaluator.lm.arch.hidden_dim": 96}
+        TrainConfig, overrides={"evaluator.name": "lm", "evaluator.lm.lm.hidden_dim": 96}
     )
     saved = save_config(config, tmp_path / "new.toml").read_text(encoding="utf-8")
-    assert "[evaluator.lm.arch]" in saved and "hidden_dim = 96" in saved
+    assert "[evaluator.lm.lm]" in saved and "hidden_dim = 96" in saved
     # as it was saved before: the LM's options in [evaluator.lm], None ones by their flat names
     old_lines = []
     for line in saved.splitlines():
-        if line == "[evaluator.lm.arch]":
+        if line == "[evaluator.lm.lm]":
             continue
-        old_lines.append(line.replace("evaluator.lm.arch.", "evaluator.lm."))
+        old_lines.append(line.replace("evaluator.lm.lm.", "evaluator.lm."))
     old = tmp_path / "config.toml"
     old.write_text("\n".join(old_lines) + "\n", encoding="utf-8")
     assert (
-        "[evaluator.lm.arch]" not in old.read_text()
+        "[evaluator.lm.lm]" not in old.read_text()
         and "evaluator.lm.lexicon_cost" in old.read_text()
     )
     assert load_config(TrainConfig, old) == config
@@ -293,21 +294,132 @@ def test_a_saved_train_config_with_the_lms_options_flat_loads_into_arch(tmp_path
     assert (
         build_config(
             TrainConfig, overrides={"evaluator.lm.context": "lstm"}
-        ).evaluator.lm.arch.context
+        ).evaluator.lm.lm.context
         == "lstm"
     )
     # a nested table given in part keeps the evaluator's own LM defaults (not LMConfig's)
-    arch = build_config(TrainConfig, overrides={"evaluator.lm.hidden_dim": 32}).evaluator.lm.arch
-    assert (arch.hidden_dim, arch.context, arch.speller_dim, arch.lexicon_cost) == (
+    lm = build_config(TrainConfig, overrides={"evaluator.lm.hidden_dim": 32}).evaluator.lm.lm
+    assert (lm.hidden_dim, lm.context, lm.speller_dim, lm.lexicon_cost) == (
         32,
         None,  # the evaluator's: by the corpus (LMConfig's own is lstm)
         128,
         None,
     )
     both = tmp_path / "both.toml"
-    both.write_text("[evaluator.lm]\nhidden_dim = 32\n[evaluator.lm.arch]\nhidden_dim = 64\n")
+    both.write_text("[evaluator.lm]\nhidden_dim = 32\n[evaluator.lm.lm]\nhidden_dim = 64\n")
     with pytest.raises(
         ConfigError,
-        match="'evaluator.lm.hidden_dim' is the old name of 'evaluator.lm.arch.hidden_dim'; give one",
+        match="'evaluator.lm.hidden_dim' is the old name of 'evaluator.lm.lm.hidden_dim'; give one",
     ):
         build_config(TrainConfig, both)
+
+
+def test_the_lms_old_table_and_reward_names_load_as_their_new_ones(tmp_path):
+    """The LM evaluator's model was its ``arch`` table (``segrl lm train`` and ``segrl lm levels``
+    call it ``lm``) and its reward variant ``reward`` (the word that names the reward mode,
+    ``env.reward``). A config file and a run folder saved under those names load to the same
+    config and resume; ``--set`` takes them; the saved config and the MLflow params carry the new
+    names only; a file that gives one option by both names is refused."""
+    from segrl.agents import TrainConfig
+    from segrl.jobs import RunDir
+
+    overrides = {
+        "evaluator.name": "lm",
+        "env.reward": "per-action",
+        "evaluator.lm.lm.hidden_dim": 96,
+        "evaluator.lm.reward_variant": "flip",
+    }
+    config = build_config(TrainConfig, overrides=overrides)
+    saved = save_config(config, tmp_path / "new.toml").read_text(encoding="utf-8")
+    assert "[evaluator.lm.lm]" in saved and 'reward_variant = "flip"' in saved
+    assert "arch" not in saved and "\nreward = " not in saved.split("[evaluator.lm]")[1]
+    params = flatten_config(config)
+    assert params["evaluator.lm.lm.hidden_dim"] == 96
+    assert params["evaluator.lm.reward_variant"] == "flip" and params["env.reward"] == "per-action"
+    assert not any(".arch." in key or key == "evaluator.lm.reward" for key in params)
+
+    old_text = (
+        saved.replace("[evaluator.lm.lm]", "[evaluator.lm.arch]")
+        .replace("evaluator.lm.lm.", "evaluator.lm.arch.")
+        .replace('reward_variant = "flip"', 'reward = "flip"')
+    )
+    assert "[evaluator.lm.arch]" in old_text and 'reward = "flip"' in old_text
+    old = tmp_path / "config.toml"
+    old.write_text(old_text, encoding="utf-8")
+    loaded = load_config(TrainConfig, old)
+    assert loaded == config
+    assert (loaded.evaluator.lm.lm.hidden_dim, loaded.evaluator.lm.reward_variant) == (96, "flip")
+    assert RunDir(tmp_path).config_differences(config) == []  # an old run folder resumes
+
+    by_old_names = build_config(
+        TrainConfig,
+        overrides={"evaluator.lm.arch.context": "lstm", "evaluator.lm.reward": "posterior"},
+    )
+    assert by_old_names.evaluator.lm.lm.context == "lstm"
+    assert by_old_names.evaluator.lm.reward_variant == "posterior"
+    assert by_old_names.env.reward == TrainConfig().env.reward  # the mode is not the variant
+
+    for text, old_name, new_name in [
+        (
+            '[evaluator.lm]\nreward = "flip"\nreward_variant = "posterior"\n',
+            "reward",
+            "reward_variant",
+        ),
+        (
+            "[evaluator.lm.arch]\nhidden_dim = 32\n[evaluator.lm.lm]\nhidden_dim = 64\n",
+            "arch",
+            "lm",
+        ),
+    ]:
+        both = tmp_path / "both.toml"
+        both.write_text(text, encoding="utf-8")
+        with pytest.raises(
+            ConfigError,
+            match=f"'evaluator.lm.{old_name}' is the old name of 'evaluator.lm.{new_name}'",
+        ):
+            build_config(TrainConfig, both)
+
+
+def test_the_renamed_lm_options_each_have_one_name():
+    """One word, one meaning, over every job's config: ``reward`` names the reward mode only
+    (``env.reward``), the LM's reward variant is ``reward_variant``; every config that holds the
+    LM's options (``segrl.lm.LMConfig``) holds them as ``lm``, and ``arch`` is a unit model's
+    table only."""
+    from segrl.agents import TrainConfig
+    from segrl.evaluators.registry import LMEvaluatorConfig
+    from segrl.experiments.lm_levels import LevelsConfig
+    from segrl.experiments.lm_train import LMTrainConfig
+    from segrl.lm.config import LMConfig
+    from segrl.units.config import units_config_class
+    from segrl.units.registry import UNIT_MODELS, model_class
+
+    def tables(cls, prefix=""):
+        """``(dotted name, config class)`` of every nested table of ``cls``."""
+        for f in dataclasses.fields(cls):
+            hint = typing.get_type_hints(cls)[f.name]
+            if dataclasses.is_dataclass(hint):
+                yield f"{prefix}{f.name}", hint
+                yield from tables(hint, f"{prefix}{f.name}.")
+
+    lm_tables = {
+        cls.__name__: [name for name, table in tables(cls) if table is LMConfig]
+        for cls in (TrainConfig, LMTrainConfig, LevelsConfig, BaselineConfig)
+    }
+    assert lm_tables == {
+        "TrainConfig": ["evaluator.lm.lm"],
+        "LMTrainConfig": ["lm"],
+        "LevelsConfig": ["lm"],
+        "BaselineConfig": [],
+    }
+    jobs = [TrainConfig, LMTrainConfig, LevelsConfig, BaselineConfig]
+    jobs += [units_config_class(model) for model in UNIT_MODELS]
+    for job in jobs:
+        for name, table in tables(job):
+            if name.rsplit(".", 1)[-1] == "arch":  # a unit model's options, named by its class
+                assert name == "arch" and table is model_class(job().model).config_class
+        params = flatten_config(job())
+        reward = [key for key in params if key.rsplit(".", 1)[-1] == "reward"]
+        assert reward == (["env.reward"] if job is TrainConfig else []), job.__name__
+    assert "evaluator.lm.reward_variant" in flatten_config(TrainConfig())
+    assert LMEvaluatorConfig.OLD_NAMES["arch"] == "lm"
+    assert LMEvaluatorConfig.OLD_NAMES["reward"] == "reward_variant"

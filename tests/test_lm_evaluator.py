@@ -42,9 +42,9 @@ def tiny_config(**changes) -> LMEvaluatorConfig:
     # the LM's options by their old names
     config = build_config(LMEvaluatorConfig, overrides=values)
     # the LM's options left unset, as build_lm read them before it took resolved configs only
-    arch = config.arch
-    unset = {k: v for k, v in SAVED_UNSET.items() if getattr(arch, k) is None}
-    return replace(config, arch=replace(arch, **unset))
+    lm = config.lm
+    unset = {k: v for k, v in SAVED_UNSET.items() if getattr(lm, k) is None}
+    return replace(config, lm=replace(lm, **unset))
 
 
 def right_decisions(batch):
@@ -68,7 +68,7 @@ def trained():
     torch.set_num_threads(1)
     vocab = CharVocab.from_texts(SENTENCES, "?")
     config = tiny_config()
-    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
+    evaluator = LMEvaluator(build_lm(config.lm, vocab), config, seed=0)
     batch = encode_segmentation_batch(vocab, SENTENCES)
     good = batch.with_decisions(right_decisions(batch))
     evaluator.pretrain([good] * 1)
@@ -78,22 +78,22 @@ def trained():
     return evaluator, vocab, good
 
 
-def evaluator_of(trained, arch: dict | None = None, **changes) -> LMEvaluator:
+def evaluator_of(trained, lm_changes: dict | None = None, **changes) -> LMEvaluator:
     """A new evaluator of the ``trained`` fixture's LM, its config the fixture's with ``changes``
-    (``reward="flip"``) and the LM's options with ``arch`` (``{"lexicon_cost": 3.0}``). It holds a
-    copy of the LM: what a test sets stays in its own evaluator, and a failing test leaves nothing
+    (``reward_variant="flip"``) and the LM's options with ``lm_changes``
+    (``{"lexicon_cost": 3.0}``). It holds a copy of the LM: what a test sets stays in its own evaluator, and a failing test leaves nothing
     behind for the next."""
     evaluator, _vocab, _good = trained
     lm = copy.deepcopy(evaluator.lm)
-    lm.config = replace(lm.config, **(arch or {}))
-    return LMEvaluator(lm, replace(evaluator.config, arch=lm.config, **changes), seed=0)
+    lm.config = replace(lm.config, **(lm_changes or {}))
+    return LMEvaluator(lm, replace(evaluator.config, lm=lm.config, **changes), seed=0)
 
 
 @pytest.mark.parametrize(("epochs", "steps", "updates"), [(3, None, 9), (3, 4, 4), (1, 0, 0)])
 def test_pretraining_stops_at_its_steps(epochs, steps, updates):
     vocab = CharVocab.from_texts(SENTENCES, "?")
     config = tiny_config(batch_size=2, pretrain_epochs=epochs, pretrain_steps=steps)
-    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
+    evaluator = LMEvaluator(build_lm(config.lm, vocab), config, seed=0)
     batch = encode_segmentation_batch(vocab, SENTENCES)  # 6 sentences: 3 updates an epoch
     evaluator.pretrain([batch])
     adam = evaluator.trainer.optimizer.state_dict()["state"]
@@ -133,14 +133,14 @@ def test_posterior_flip_and_resample_reward_the_right_decisions(trained):
     wrong = good.with_decisions(1 - good.decisions)  # every free decision flipped
     free = good.free_mask
     for variant in ("posterior", "flip"):
-        evaluator = evaluator_of(trained, reward=variant)
+        evaluator = evaluator_of(trained, reward_variant=variant)
         assert (evaluator.action_rewards(good)[free] > 0).all(), variant
         assert (evaluator.action_rewards(good)[~free] == 0).all()
-    posterior = evaluator_of(trained, reward="posterior")
+    posterior = evaluator_of(trained, reward_variant="posterior")
     # the posterior does not depend on the other decisions
     assert (posterior.action_rewards(wrong)[free] < 0).all()
     # flip compares with the other decisions fixed: one wrong decision among right ones
-    flip = evaluator_of(trained, reward="flip")
+    flip = evaluator_of(trained, reward_variant="flip")
     for position in (0, 3):  # a spurious split "w|alk", a missed one "walked" (walk|ed)
         one_wrong = good.decisions.copy()
         one_wrong[:, position] = 1 - one_wrong[:, position]
@@ -149,7 +149,7 @@ def test_posterior_flip_and_resample_reward_the_right_decisions(trained):
     # resample: a policy that always splits changes exactly the decisions that did not split
     always_split = np.zeros((*good.decisions.shape, 2))
     always_split[..., SPLIT] = 1.0
-    resample = evaluator_of(trained, reward="resample")
+    resample = evaluator_of(trained, reward_variant="resample")
     rewards = resample.action_rewards(_with_probs(good, always_split))
     expected = np.where(good.splits, 0.0, flips)
     np.testing.assert_allclose(rewards, expected, atol=1e-6)
@@ -163,9 +163,9 @@ def test_posterior_flip_and_resample_reward_the_right_decisions(trained):
 def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
     _evaluator, _vocab, good = trained
     free = good.free_mask
-    sharp = evaluator_of(trained, reward="posterior").action_rewards(good)[free]
+    sharp = evaluator_of(trained, reward_variant="posterior").action_rewards(good)[free]
     assert np.abs(sharp).max() > 5.0  # the trained LM is confident: beyond the floor's bound below
-    with_floor = evaluator_of(trained, reward="posterior", posterior_floor=0.05)
+    with_floor = evaluator_of(trained, reward_variant="posterior", posterior_floor=0.05)
     floored = with_floor.action_rewards(good)[free]
     bound = math.log(0.95 / 0.05)
     assert np.abs(floored).max() == pytest.approx(bound)
@@ -176,7 +176,9 @@ def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
     from segrl.evaluators.registry import EvaluatorConfig
 
     mirrored = {
-        variant: EvaluatorConfig("lm", lm=tiny_config(reward=variant)).mirrored_action_rewards()
+        variant: EvaluatorConfig(
+            "lm", lm=tiny_config(reward_variant=variant)
+        ).mirrored_action_rewards()
         for variant in ("posterior", "flip", "resample", "incremental")
     }
     assert mirrored == {"posterior": True, "flip": True, "resample": False, "incremental": False}
@@ -184,7 +186,7 @@ def test_the_posterior_floor_bounds_the_rewards_and_keeps_their_signs(trained):
 
 def test_incremental_rewards_are_causal_and_sum_to_the_likelihood(trained):
     _evaluator, _vocab, good = trained
-    evaluator = evaluator_of(trained, reward="incremental")
+    evaluator = evaluator_of(trained, reward_variant="incremental")
     rng = np.random.default_rng(0)
     batch = good.with_decisions(rng.integers(0, 2, good.decisions.shape))
     rewards = evaluator.action_rewards(batch)
@@ -215,17 +217,17 @@ def test_sequence_variants_follow_their_formulas(trained):
     entropy = np.where(free, -(0.2 * math.log(0.2) + 0.8 * math.log(0.8)), 0.0).sum(axis=1)
     log_pi = np.where(free, np.where(good.splits, math.log(0.2), math.log(0.8)), 0.0).sum(axis=1)
     gamma = evaluator.config.gamma
-    evaluator = evaluator_of(trained, reward="entropy")
+    evaluator = evaluator_of(trained, reward_variant="entropy")
     np.testing.assert_allclose(evaluator.score(batch), (total + gamma * entropy) / n_chars)
-    evaluator = evaluator_of(trained, reward="marginal")
+    evaluator = evaluator_of(trained, reward_variant="marginal")
     np.testing.assert_allclose(evaluator.score(batch), (total - log_pi) / n_chars)
     assert (evaluator.score(batch) > total / n_chars).all()  # -log pi(S|X) > 0
-    evaluator = evaluator_of(trained, reward="likelihood")
+    evaluator = evaluator_of(trained, reward_variant="likelihood")
     np.testing.assert_allclose(evaluator.score(batch), total / n_chars)
 
     # the space penalty: hidden spaces, one removed space not split costs beta per character
     config = tiny_config(max_segment_length=8, gamma=0.0, beta=2.0)
-    hidden = LMEvaluator(build_lm(config.arch, vocab), config)
+    hidden = LMEvaluator(build_lm(config.lm, vocab), config)
     hidden.sequence_variant = "space-penalty"
     batch = encode_segmentation_batch(vocab, ["walked talks"], hide_spaces=True)
     split_all = batch.with_decisions(batch.word_boundary_mask.astype(np.int64))
@@ -242,13 +244,13 @@ def test_evaluator_state_resumes_exactly(trained):
     _evaluator, vocab, good = trained
     config = tiny_config(batch_size=2, buffer_size=5)
     torch.manual_seed(1)
-    first = LMEvaluator(build_lm(config.arch, vocab), config, seed=3)
+    first = LMEvaluator(build_lm(config.lm, vocab), config, seed=3)
     first.pretrain([good])
     first.update(good)
     saved = io.BytesIO()
     torch.save(first.state_dict(), saved)
     torch.manual_seed(2)  # another initialisation, replaced by the checkpoint
-    second = LMEvaluator(build_lm(config.arch, vocab), config, seed=4)
+    second = LMEvaluator(build_lm(config.lm, vocab), config, seed=4)
     saved.seek(0)
     second.load_state_dict(torch.load(saved, weights_only=False))
     assert second.pretrained and len(second.buffer) == 5 and second.batches_seen == 1
@@ -260,14 +262,20 @@ def test_evaluator_state_resumes_exactly(trained):
 def test_options_that_do_not_fit_are_config_errors(small_corpus_file):
     config = build_config(
         TrainConfig,
-        overrides={"evaluator.name": "lm", "env.reward": "sequence", "evaluator.lm.reward": "flip"},
+        overrides={
+            "evaluator.name": "lm",
+            "env.reward": "sequence",
+            "evaluator.lm.reward_variant": "flip",
+        },
     )
     with pytest.raises(ConfigError, match="does not go with sequence rewards"):
         validate_config(config)
-    with pytest.raises(ConfigError, match="evaluator.lm.reward must be one of: .*; got 'flipp'"):
-        validate_config(LMEvaluatorConfig(reward="flipp"), "evaluator.lm.")
-    with pytest.raises(ConfigError, match="need evaluator.lm.arch.model = 'slm'"):
-        validate_config(LMEvaluatorConfig(arch=LMConfig(model="segment-lstm")), "evaluator.lm.")
+    with pytest.raises(
+        ConfigError, match="evaluator.lm.reward_variant must be one of: .*; got 'flipp'"
+    ):
+        validate_config(LMEvaluatorConfig(reward_variant="flipp"), "evaluator.lm.")
+    with pytest.raises(ConfigError, match="need evaluator.lm.lm.model = 'slm'"):
+        validate_config(LMEvaluatorConfig(lm=LMConfig(model="segment-lstm")), "evaluator.lm.")
     # CharSegment decides one position at a time: only causal rewards
     options = {"corpus": str(small_corpus_file), "reward": "per-action"}
     with pytest.raises(ConfigError, match="CharSegment supports"):
@@ -282,8 +290,8 @@ def _small_lm_evaluator(corpus_file, reward):
     from segrl.envs.setup import resolve_corpus
 
     corpus = resolve_corpus(corpus_file, None)
-    config = tiny_config(reward=reward)
-    return LMEvaluator(build_lm(config.arch, corpus.vocab), config)
+    config = tiny_config(reward_variant=reward)
+    return LMEvaluator(build_lm(config.lm, corpus.vocab), config)
 
 
 def lm_train_config(corpus_file, tmp_path, **overrides):
@@ -294,9 +302,9 @@ def lm_train_config(corpus_file, tmp_path, **overrides):
         "policy.embedding_dim": 8,
         "policy.hidden_dim": 16,
         "evaluator.name": "lm",
-        "evaluator.lm.char_dim": 8,
-        "evaluator.lm.hidden_dim": 16,
-        "evaluator.lm.speller_dim": 16,
+        "evaluator.lm.lm.char_dim": 8,
+        "evaluator.lm.lm.hidden_dim": 16,
+        "evaluator.lm.lm.speller_dim": 16,
         "evaluator.lm.batch_size": 8,
         "reinforce.steps": 6,
         "reinforce.batch_size": 8,
@@ -365,7 +373,7 @@ def test_marginal_objective_reads_word_types_or_sentences(trained, monkeypatch):
     _evaluator, vocab, good = trained
     for texts, expected in (("word-types", sorted(set(WORDS))), ("sentences", SENTENCES)):
         config = tiny_config(objective="marginal", texts=texts, batch_size=len(SENTENCES))
-        evaluator = LMEvaluator(build_lm(config.arch, vocab), config)
+        evaluator = LMEvaluator(build_lm(config.lm, vocab), config)
         read: list[list[str]] = []
 
         def recording(batch_texts, read=read, step=evaluator.trainer.marginal_step):
@@ -383,7 +391,7 @@ def test_corpus_words_are_drawn_by_log_dampened_count_whatever_the_agent_samples
     _evaluator, vocab, good = trained
     counts = {"walked": 1, "talks": 1, "jumping": 2**20 - 1}  # log-dampened weights 1, 1, 20
     config = tiny_config(objective="marginal", texts="corpus-words", batch_size=8)
-    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0, words=counts)
+    evaluator = LMEvaluator(build_lm(config.lm, vocab), config, seed=0, words=counts)
     assert evaluator.word_probs.tolist() == pytest.approx([20 / 22, 1 / 22, 1 / 22])
     read: list[list[str]] = []
 
@@ -398,7 +406,7 @@ def test_corpus_words_are_drawn_by_log_dampened_count_whatever_the_agent_samples
     assert len(read) == 20 and set(drawn) <= set(counts) and "jumping" in read[0]
     assert all(len(texts) == len(set(texts)) <= 3 for texts in read)
     with pytest.raises(ConfigError, match="needs the corpus's word counts"):
-        LMEvaluator(build_lm(config.arch, vocab), config)
+        LMEvaluator(build_lm(config.lm, vocab), config)
     with pytest.raises(ConfigError, match="marginal objective only"):
         validate_config(tiny_config(objective="joint", texts="corpus-words"))
 
@@ -419,7 +427,7 @@ def test_a_lexicon_lets_the_marginal_likelihood_split_off_reused_suffixes(one_th
             objective="marginal", context="none", length_penalty=0.0, lexicon_size=size
         )
         lexicon = substring_lexicon(WORDS, size) if size else None
-        evaluator = LMEvaluator(build_lm(config.arch, vocab, lexicon), config, seed=0)
+        evaluator = LMEvaluator(build_lm(config.lm, vocab, lexicon), config, seed=0)
         for _ in range(200):
             evaluator.update(batch)
         evaluator.lm.eval()
@@ -436,7 +444,7 @@ def test_the_evaluators_lexicon_comes_from_the_training_words(corpus):
     config = EvaluatorConfig(name="lm", lm=lm_options)
     with pytest.raises(ConfigError, match="context = 'none'"):
         LMEvaluator.from_config(config, corpus)
-    config.lm.arch.context = "none"
+    config.lm.lm.context = "none"
     lm = LMEvaluator.from_config(config, corpus).lm
     assert len(lm.lexicon) == 30
     words = set(corpus.word_counts("train"))
@@ -455,8 +463,8 @@ def test_the_posterior_reward_reads_words_alone_only_with_a_lexicon(one_thread):
         (substring_lexicon(WORDS, 20), "joint", False),
     ):
         torch.manual_seed(0)
-        config = tiny_config(objective=objective, context="none", reward="posterior")
-        evaluator = LMEvaluator(build_lm(config.arch, vocab, lexicon), config)
+        config = tiny_config(objective=objective, context="none", reward_variant="posterior")
+        evaluator = LMEvaluator(build_lm(config.lm, vocab, lexicon), config)
         assert evaluator.scores_words_alone is alone
         rewards = evaluator.action_rewards(batch)
         chars = evaluator.lm.encode(SENTENCES)
@@ -494,10 +502,12 @@ def test_the_description_length_reward_prices_the_batchs_lexicon(trained):
     # wa|lk|ed from walk|ed: "walk" leaves (-15), "wa" and "lk" enter (+9 each)
     assert costs[0, 1] == pytest.approx(3.0 * 3 + 3.0 * 3 - 3.0 * 5)
     assert (costs[:, 5:] == 0).all() and lexicon_flip_costs(batch, cost=0.0).sum() == 0
-    evaluator = evaluator_of(trained, arch={"lexicon_cost": 3.0}, reward="flip")
+    evaluator = evaluator_of(trained, lm_changes={"lexicon_cost": 3.0}, reward_variant="flip")
     assert evaluator.config.description_length_counts == "batch"  # the default
     flip = evaluator.action_rewards(batch)
-    evaluator = evaluator_of(trained, arch={"lexicon_cost": 3.0}, reward="description-length")
+    evaluator = evaluator_of(
+        trained, lm_changes={"lexicon_cost": 3.0}, reward_variant="description-length"
+    )
     np.testing.assert_allclose(evaluator.action_rewards(batch), flip + costs)
 
 
@@ -532,11 +542,11 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
 
     torch.manual_seed(0)
     config = tiny_config(
-        reward="description-length",
+        reward_variant="description-length",
         description_length_counts="corpus",
         description_length_weight=0.5,
     )
-    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
+    evaluator = LMEvaluator(build_lm(config.lm, vocab), config, seed=0)
     evaluator.lm.config.lexicon_cost = 1.0
     assert evaluator.counts_segmentations
     other = encode_segmentation_batch(vocab, ["walked", "jumped"])
@@ -563,7 +573,7 @@ def test_the_description_length_reward_prices_the_corpus_lexicon(one_thread, tmp
     assert np.abs(expected).sum() > 0
     np.testing.assert_allclose(evaluator.action_rewards(batch), flip + 0.5 * expected)
     path = save_checkpoint(tmp_path / "checkpoint", evaluator=evaluator.state_dict())
-    restored = LMEvaluator(build_lm(config.arch, vocab), config, seed=0)
+    restored = LMEvaluator(build_lm(config.lm, vocab), config, seed=0)
     restored.load_state_dict(load_checkpoint(path, restore_rng=False)["evaluator"])
     assert restored.segmentation_lexicon.counts == evaluator.segmentation_lexicon.counts
     assert (
@@ -591,7 +601,7 @@ def test_the_evaluators_lm_prunes_its_lexicon_after_pretraining_and_every_epoch(
         speller="bigram",
         batch_size=6,
     )
-    lm = build_lm(config.arch, vocab, substring_lexicon(WORDS, 40))
+    lm = build_lm(config.lm, vocab, substring_lexicon(WORDS, 40))
     counts = {word: 1 for word in WORDS}  # 18 word types, 6 a batch: 3 updates an epoch
     evaluator = LMEvaluator(lm, config, seed=0, words=counts)
     assert evaluator.prune_every == 3
@@ -609,7 +619,7 @@ def test_the_evaluators_lm_prunes_its_lexicon_after_pretraining_and_every_epoch(
     # a pre-training shorter than an epoch does not prune on its uses; the first pruning comes
     # once an epoch's updates are counted, never on the few updates that end an epoch's count
     short = replace(config, pretrain_steps=2)
-    lm = build_lm(short.arch, vocab, substring_lexicon(WORDS, 40))
+    lm = build_lm(short.lm, vocab, substring_lexicon(WORDS, 40))
     evaluator = LMEvaluator(lm, short, seed=0, words=counts)
     stats = evaluator.pretrain([batch])
     assert evaluator.trainer.steps == 2 and "lm_lexicon_entries" not in stats
@@ -619,9 +629,9 @@ def test_the_evaluators_lm_prunes_its_lexicon_after_pretraining_and_every_epoch(
     # training word type, whatever the updates drew (here the first six words alone)
     exact = replace(config, prune_uses="corpus")
     with pytest.raises(ConfigError, match="prune_uses = 'corpus' needs"):
-        LMEvaluator(build_lm(exact.arch, vocab, substring_lexicon(WORDS, 40)), exact, seed=0)
+        LMEvaluator(build_lm(exact.lm, vocab, substring_lexicon(WORDS, 40)), exact, seed=0)
     evaluator = LMEvaluator(
-        build_lm(exact.arch, vocab, substring_lexicon(WORDS, 40)), exact, seed=0, words=counts
+        build_lm(exact.lm, vocab, substring_lexicon(WORDS, 40)), exact, seed=0, words=counts
     )
     evaluator.pretrain([batch])
     counted = []
@@ -658,14 +668,14 @@ def test_the_evaluators_lm_stops_learning_on_its_patience_with_its_best_weights(
     config = tiny_config(objective="marginal", context="none", batch_size=6, lr=0.05, patience=1)
     counts = {word: 1 for word in WORDS}  # 18 word types, 6 a batch: a check every 3 updates
     with pytest.raises(ConfigError, match="held-out texts"):
-        LMEvaluator(build_lm(config.arch, vocab), config, seed=0, words=counts)
-    with pytest.raises(ConfigError, match="arch.model = 'slm'"):
+        LMEvaluator(build_lm(config.lm, vocab), config, seed=0, words=counts)
+    with pytest.raises(ConfigError, match="lm.model = 'slm'"):
         validate_config(
             tiny_config(model="segment-lstm", objective="joint", patience=1), "evaluator.lm."
         )
     # held-out words the tiny LM can only get worse at: the corpus's letters reversed
     heldout = [word[::-1] for word in WORDS]
-    evaluator = LMEvaluator(build_lm(config.arch, vocab), config, 0, counts, heldout)
+    evaluator = LMEvaluator(build_lm(config.lm, vocab), config, 0, counts, heldout)
     assert evaluator.check_every == 3
     stats = evaluator.pretrain([batch])
     assert stats["lm_stopped"] == 0.0  # the pre-trained LM: the first best
@@ -695,12 +705,12 @@ def test_the_evaluators_lm_stops_learning_on_its_patience_with_its_best_weights(
     saved = io.BytesIO()
     torch.save(evaluator.state_dict(), saved)
     saved.seek(0)
-    resumed = LMEvaluator(build_lm(config.arch, vocab), config, 1, counts, heldout)
+    resumed = LMEvaluator(build_lm(config.lm, vocab), config, 1, counts, heldout)
     resumed.load_state_dict(torch.load(saved, weights_only=True))
     assert resumed.stopping == evaluator.stopping and resumed.update(batch) == {}
     # patience 0: it learns on whatever its held-out bits do, and checks nothing
     never = replace(config, patience=0)
-    evaluator = LMEvaluator(build_lm(never.arch, vocab), never, 0, counts, heldout)
+    evaluator = LMEvaluator(build_lm(never.lm, vocab), never, 0, counts, heldout)
     assert "lm_valid_bits_per_char" not in evaluator.pretrain([batch])
     assert all("lm_valid_bits_per_char" not in evaluator.update(batch) for _ in range(6))
     assert not evaluator.stopping["stopped"]

@@ -389,10 +389,10 @@ def test_ppo_jobs_with_the_lm_evaluator(mlflow_store, small_corpus_file, agent, 
     policy's probabilities, which the batched learner hands to the environment."""
     lm = {
         "evaluator.name": "lm",
-        "evaluator.lm.reward": lm_reward,
-        "evaluator.lm.char_dim": 8,
-        "evaluator.lm.hidden_dim": 16,
-        "evaluator.lm.speller_dim": 16,
+        "evaluator.lm.reward_variant": lm_reward,
+        "evaluator.lm.lm.char_dim": 8,
+        "evaluator.lm.lm.hidden_dim": 16,
+        "evaluator.lm.lm.speller_dim": 16,
         "evaluator.lm.batch_size": 8,
         "env.reward": reward,
     }

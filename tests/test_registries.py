@@ -63,7 +63,7 @@ def test_a_registered_agent_s_capabilities_are_what_it_declares(toy):
     # REINFORCE's expected gradient needs mirrored rewards; an agent that does not take it is not
     # asked for them
     config = TrainConfig(agent="reinforce")
-    config.evaluator.name, config.evaluator.lm.reward = "lm", "resample"
+    config.evaluator.name, config.evaluator.lm.reward_variant = "lm", "resample"
     config.reinforce.per_action_gradient = "expected"
     with pytest.raises(ConfigError, match="needs binary rules and per-action rewards"):
         config.check("")
@@ -88,15 +88,15 @@ def test_the_config_reads_a_reward_s_capabilities_from_the_registry(monkeypatch)
     """Whether REINFORCE fits a reward by the forward KL by default, and whether it may take the
     expectation over both actions, are the reward's entry, not its name."""
     config = TrainConfig()
-    config.evaluator.name, config.evaluator.lm.reward = "lm", "flip"
+    config.evaluator.name, config.evaluator.lm.reward_variant = "lm", "flip"
     assert config.per_action_gradient() == "sampled"
-    config.evaluator.lm.reward = "posterior"
+    config.evaluator.lm.reward_variant = "posterior"
     assert config.per_action_gradient() == "forward-kl"
-    config.evaluator.lm.reward = "flip"
+    config.evaluator.lm.reward_variant = "flip"
     monkeypatch.setitem(LM_REWARDS, "flip", replace(LM_REWARDS["flip"], forward_kl=True))
     assert config.per_action_gradient() == "forward-kl"
 
-    config.evaluator.lm.reward = "resample"
+    config.evaluator.lm.reward_variant = "resample"
     assert not config.evaluator.mirrored_action_rewards()
     monkeypatch.setitem(LM_REWARDS, "resample", replace(LM_REWARDS["resample"], mirrored=True))
     assert config.evaluator.mirrored_action_rewards()

@@ -74,13 +74,13 @@ def test_a_default_lm_rewarded_agent_run_names_every_option(mlflow_store, small_
     corpus = load_corpus(resolved.data)
     episodes = sum(has_decision(s, hide_spaces=False) for s in corpus.train)
     expected = {
-        "evaluator.lm.arch.context": "none",  # running text: LM_DEFAULTS' evaluator row
-        "evaluator.lm.arch.lexicon_size": "0",
-        "evaluator.lm.arch.lexicon_cost": "0.0",
-        "evaluator.lm.arch.lexicon_logits": "direct",
-        "evaluator.lm.arch.length_penalty": "0.0",
-        "evaluator.lm.arch.max_segment_length": str(NO_LIMIT),
-        "evaluator.lm.reward": "posterior",
+        "evaluator.lm.lm.context": "none",  # running text: LM_DEFAULTS' evaluator row
+        "evaluator.lm.lm.lexicon_size": "0",
+        "evaluator.lm.lm.lexicon_cost": "0.0",
+        "evaluator.lm.lm.lexicon_logits": "direct",
+        "evaluator.lm.lm.length_penalty": "0.0",
+        "evaluator.lm.lm.max_segment_length": str(NO_LIMIT),
+        "evaluator.lm.reward_variant": "posterior",
         "evaluator.lm.pretrain_steps": str(math.ceil(episodes / 64)),
         "evaluator.lm.patience": "2",
         "reinforce.per_action_gradient": "forward-kl",
@@ -114,7 +114,7 @@ def test_a_default_lm_rewarded_agent_run_names_every_option(mlflow_store, small_
         "out": str(out),
     }
     assert requested == build_config(TrainConfig, overrides=asked)  # only what was asked
-    assert {"evaluator.lm.arch.context", "evaluator.lm.reward", "max_minutes"} <= set(
+    assert {"evaluator.lm.lm.context", "evaluator.lm.reward_variant", "max_minutes"} <= set(
         unset_options(requested)
     )
     assert requested.device == "auto" and resolved.device == "cpu"
@@ -193,17 +193,17 @@ def test_lm_defaults_by_user_and_text():
     agent = TrainConfig()
     agent.evaluator.name = "lm"
     on_words = resolve_train_config(agent, replace_start(corpus_kind="words"))
-    assert on_words.evaluator.lm.arch.lexicon_size == SLM_LEXICON_SIZE
+    assert on_words.evaluator.lm.lm.lexicon_size == SLM_LEXICON_SIZE
     assert on_words.env.teacher_features is True  # the reinforce agent reads its teacher
     agent.agent = "ppo-batched"  # cannot read it: no lexicon
     plain = resolve_train_config(agent, replace_start(corpus_kind="words"))
-    assert plain.evaluator.lm.arch.lexicon_size == 0 and plain.env.teacher_features is False
-    assert plain.evaluator.lm.arch.length_penalty == 0.05  # unpriced, on a word list
+    assert plain.evaluator.lm.lm.lexicon_size == 0 and plain.env.teacher_features is False
+    assert plain.evaluator.lm.lm.length_penalty == 0.05  # unpriced, on a word list
     # the evaluator's early stopping: on spaced text its patience, with hidden spaces none
     assert (on_words.evaluator.lm.patience, on_words.evaluator.lm.prune_uses) == (2, "corpus")
     assert resolve_train_config(agent, START).evaluator.lm.patience == 2
     agent.env.hide_spaces = True
-    hidden = resolve_train_config(agent, START).evaluator.lm.arch
+    hidden = resolve_train_config(agent, START).evaluator.lm.lm
     assert (hidden.context, hidden.max_segment_length, hidden.length_penalty) == ("lstm", 12, 0.0)
     assert resolve_train_config(agent, START).evaluator.lm.patience == 0
     agent.evaluator.lm.patience = 3  # asked for: kept

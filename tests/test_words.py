@@ -214,14 +214,14 @@ def test_word_discovery_defaults_the_context_and_prices_length_only_without_one(
 
 def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them():
     lm = EvaluatorConfig(name="lm").lm
-    assert lm.arch.max_segment_length is None and lm.arch.context is None
-    hidden = hidden_spaces_lm_options(lm).arch
+    assert lm.lm.max_segment_length is None and lm.lm.context is None
+    hidden = hidden_spaces_lm_options(lm).lm
     assert hidden.max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
     assert hidden.context == WORD_DISCOVERY_CONTEXT == "lstm"
     assert hidden.length_penalty is None  # the evaluator's own rule resolves it, not lm train's
     assert evaluator_lm_options(lm, "text").context == "none"  # spaces shown: no context
-    lm.arch.max_segment_length, lm.arch.context = 8, "none"
-    hidden = hidden_spaces_lm_options(lm).arch
+    lm.lm.max_segment_length, lm.lm.context = 8, "none"
+    hidden = hidden_spaces_lm_options(lm).lm
     assert (hidden.max_segment_length, hidden.context) == (8, "none")
     config = TrainConfig(evaluator=EvaluatorConfig(name="lm"), data=bundled_utterances())
     config.data.corpus = "segmented:bundled"
@@ -350,6 +350,6 @@ def test_with_hidden_spaces_the_lm_evaluator_never_learns_the_corpus_words():
     with pytest.raises(ConfigError, match="corpus-words' with hidden spaces"):
         validate_config(config)
     config.evaluator.lm.texts = "word-types"
-    config.evaluator.lm.arch.lexicon_size = 1000
+    config.evaluator.lm.lm.lexicon_size = 1000
     with pytest.raises(ConfigError, match="lexicon_size = 1000 with hidden spaces"):
         validate_config(config)

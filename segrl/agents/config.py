@@ -244,10 +244,10 @@ class TrainConfig:
                 "corpus's words, whose edges are the word boundaries to discover; use 'word-types' "
                 "or 'sentences' (with hidden spaces both read the sampled sentences whole)"
             )
-        if lm.arch.lexicon_size:
+        if lm.lm.lexicon_size:
             raise ConfigError(
-                f"evaluator.lm.arch.lexicon_size = {lm.arch.lexicon_size} with hidden spaces: the lexicon is "
-                "drawn from the corpus's words, whose edges are the word boundaries to discover; "
+                f"evaluator.lm.lm.lexicon_size = {lm.lm.lexicon_size} with hidden spaces: the "
+                "lexicon is drawn from the corpus's words, whose edges are the word boundaries to discover; "
                 "leave it out (0)"
             )
 

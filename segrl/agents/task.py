@@ -156,15 +156,17 @@ def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
     the LM is the better teacher of words; ``WORD_MAX_SEGMENT_LENGTH``: its dynamic programs would
     otherwise span whole sentences), the rest left as they are."""
     row = LM_DEFAULTS["evaluator", "unspaced"]
-    arch = lm.arch
-    arch = replace(
-        arch,
-        context=row.context if arch.context is None else arch.context,
+    options = lm.lm
+    options = replace(
+        options,
+        context=row.context if options.context is None else options.context,
         max_segment_length=(
-            row.max_segment_length if arch.max_segment_length is None else arch.max_segment_length
+            row.max_segment_length
+            if options.max_segment_length is None
+            else options.max_segment_length
         ),
     )
-    return replace(lm, arch=arch)
+    return replace(lm, lm=options)
 
 
 def split_gold(

@@ -46,10 +46,10 @@ TRAIN_FLAGS = (
         FlagTable(
             TRAIN,
             (
-                Flag("--lm-reward", "evaluator.lm.reward", str, "NAME"),
+                Flag("--lm-reward", "evaluator.lm.reward_variant", str, "NAME"),
                 Flag("--lm-objective", "evaluator.lm.objective", str, "NAME"),
-                Flag("--lm-context", "evaluator.lm.arch.context", str, "NAME"),
-                Flag("--lm-length-penalty", "evaluator.lm.arch.length_penalty", float, "X"),
+                Flag("--lm-context", "evaluator.lm.lm.context", str, "NAME"),
+                Flag("--lm-length-penalty", "evaluator.lm.lm.length_penalty", float, "X"),
             ),
         ),
     ),
@@ -100,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     for title, table in TRAIN_FLAGS:
         table.add_to(parser, title)
-    add_job_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.arch.hidden_dim=256")
+    add_job_args(parser, "reinforce.lr=3e-4 --set evaluator.lm.lm.hidden_dim=256")
     parser.set_defaults(func=run_train_command, _config_of=train_config)
 
 

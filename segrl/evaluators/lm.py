@@ -123,8 +123,8 @@ class LMEvaluator(Evaluator):
     Args:
         lm: the language model (trained from here on).
         config: the evaluator's options. ``score`` gives its sequence reward (``likelihood`` when
-            ``config.reward`` is a per-action one), ``action_rewards`` its per-action reward
-            (``posterior`` when ``config.reward`` is a sequence one or None).
+            ``config.reward_variant`` is a per-action one), ``action_rewards`` its per-action reward
+            (``posterior`` when ``config.reward_variant`` is a sequence one or None).
         seed: seed of the replay buffer's draws and of ``resample``'s redraws.
         words: the training corpus's word counts (``texts = "corpus-words"`` draws from them).
         heldout: held-out texts, whose marginal bits per character the LM's early stopping reads
@@ -253,7 +253,7 @@ class LMEvaluator(Evaluator):
     def segmented(self, batch: SegmentationBatch) -> SegmentedBatch:
         if batch.hide_spaces and limit(self.lm.config.max_segment_length) is None:
             raise ConfigError(
-                "with hidden spaces the LM needs evaluator.lm.arch.max_segment_length (segrl "
+                "with hidden spaces the LM needs evaluator.lm.lm.max_segment_length (segrl "
                 "train sets 12, segrl.lm.config.WORD_MAX_SEGMENT_LENGTH, unless one is given; in "
                 "Python, segrl.agents.task.hidden_spaces_lm_options does)"
             )
@@ -520,7 +520,7 @@ def evaluator_lm_options(config: LMEvaluatorConfig, corpus_kind: str) -> LMConfi
     """The evaluator's LM options with those left unset resolved for a corpus of ``corpus_kind``
     with its spaces shown (``LM_DEFAULTS``' evaluator rows: on a word list the priced lexicon of
     ``segrl lm train``, on running text none); a resolved config is kept as it is."""
-    return resolve_lm_config(config.arch, corpus_kind, "evaluator")
+    return resolve_lm_config(config.lm, corpus_kind, "evaluator")
 
 
 class PosteriorTeacher:

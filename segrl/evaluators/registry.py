@@ -41,8 +41,8 @@ class EvaluatorSpec:
     for an LM evaluator, its reward variant's ``LMRewardSpec.mirrored`` says."""
     lm: bool = False
     """Whether it is a co-trained language model: its options are ``evaluator.lm``
-    (``LMEvaluatorConfig``), its rewards the ``LM_REWARDS`` variant ``evaluator.lm.reward`` chooses,
-    and an ``slm``'s posterior is a teacher a policy can read (``Evaluator.teacher``)."""
+    (``LMEvaluatorConfig``), its rewards the ``LM_REWARDS`` variant that
+    ``evaluator.lm.reward_variant`` chooses, and an ``slm``'s posterior is a teacher a policy can read (``Evaluator.teacher``)."""
     plays_gold_words: bool = False
     """Whether the agent's episodes are the gold words it rewards against (most of them, the rest
     held out and scored), instead of the corpus's sentences (``segrl.agents.task.build_task``)."""
@@ -67,8 +67,8 @@ can do, ``segrl.evaluators.lm`` computes them)."""
 
 @dataclass(frozen=True)
 class LMRewardSpec:
-    """An LM reward variant (``LMEvaluatorConfig.reward``): what the configs, the environments and
-    the learners may ask of it. ``segrl.evaluators.lm`` computes it (``LMEvaluator.SEQUENCE_REWARDS``
+    """An LM reward variant (``LMEvaluatorConfig.reward_variant``): what the configs, the
+    environments and the learners may ask of it. ``segrl.evaluators.lm`` computes it (``LMEvaluator.SEQUENCE_REWARDS``
     or ``LMEvaluator.ACTION_REWARDS``)."""
 
     mode: str
@@ -131,21 +131,23 @@ def evaluator_lm() -> LMConfig:
 
 @dataclass
 class LMEvaluatorConfig:
-    """The co-trained language model evaluator: its model (``arch``), its reward, its training."""
+    """The co-trained language model evaluator: its model (``lm``), its reward, its training."""
 
-    arch: LMConfig = field(default_factory=evaluator_lm)
-    """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.arch.hidden_dim`` and so on). Its defaults here
-    (the options left None resolve by ``segrl.lm.config.LM_DEFAULTS``' evaluator rows): ``slm``
-    without context, 128 wide; with hidden spaces the LSTM context (``WORD_DISCOVERY_CONTEXT``, as
-    ``segrl lm train``'s there). ``lexicon_size`` None: by the corpus: on a word list, for a
+    lm: LMConfig = field(default_factory=evaluator_lm)
+    """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.lm.hidden_dim`` and so on), named ``lm`` as
+    in ``segrl lm train`` and ``segrl lm levels`` (``arch`` in configs saved before). Its defaults
+    here (the options left None resolve by ``segrl.lm.config.LM_DEFAULTS``' evaluator rows):
+    ``slm`` without context, 128 wide; with hidden spaces the LSTM context
+    (``WORD_DISCOVERY_CONTEXT``, as ``segrl lm train``'s there). ``lexicon_size`` None: by the corpus: on a word list, for a
     student that reads its teacher, ``SLM_LEXICON_SIZE`` entries whose spelling costs
     ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none (there the
     lexicon-free LM's posterior in the sentence is the better teacher;
     docs/studies/2026-11-26-teacher.md); 0: no lexicon. ``lexicon_cost`` None: ``LEXICON_COST``
     where the resolved lexicon has entries, else 0. ``lexicon_logits`` None: ``direct``, as
     ``segrl lm train``'s (model files saved before the option load as ``projected``)."""
-    reward: LMReward | None = None
-    """The reward variant (``segrl.evaluators.lm``): with sequence rewards ``likelihood``,
+    reward_variant: LMReward | None = None
+    """The LM's reward within the reward mode (``env.reward``; ``segrl.evaluators.lm``; named
+    ``reward`` in configs saved before): with sequence rewards ``likelihood``,
     ``entropy``, ``marginal``, ``space-penalty``; with per-action rewards ``posterior``, ``flip``,
     ``resample``, ``incremental``, ``description-length``. None: the first of the reward mode's
     list (resolved so where ``segrl train`` starts)."""
@@ -213,31 +215,35 @@ class LMEvaluatorConfig:
     the LM learns utterances, not word types) or another LM."""
 
     OLD_NAMES: ClassVar[dict[str, str]] = {
-        f.name: f"arch.{f.name}" for f in dataclasses.fields(LMConfig)
+        "arch": "lm",
+        "reward": "reward_variant",
+        **{f.name: f"lm.{f.name}" for f in dataclasses.fields(LMConfig)},
     }
-    """The LM's options as they were named before they moved into ``arch`` (``evaluator.lm.
-    hidden_dim``), read as the new ones (``build_config``), so that saved configs and run folders
-    still load."""
+    """Options under their old names, read as the new ones (``build_config``), so that saved
+    configs, run folders and ``--set`` still load: the LM's table was ``arch``
+    (``evaluator.lm.arch.hidden_dim``), and before that its options sat flat here
+    (``evaluator.lm.hidden_dim``); the reward variant was ``reward``, the word that names the
+    reward mode (``env.reward``)."""
 
     def variant(self, reward_mode: str) -> str:
         """The reward variant used with ``reward_mode`` (``sequence`` or ``per-action``)."""
         choices = lm_rewards(reward_mode)
-        return self.reward if self.reward in choices else choices[0]
+        return self.reward_variant if self.reward_variant in choices else choices[0]
 
     def check(self, prefix: str) -> None:
         """Options that must go together, and ranges (``segrl.config.validate_config`` checks the
-        choices, and ``arch`` before this; ``TrainConfig`` that the reward goes with the reward
+        choices, and ``lm`` before this; ``TrainConfig`` that the reward goes with the reward
         mode)."""
-        if self.arch.model != "slm" and (
+        if self.lm.model != "slm" and (
             self.objective == "marginal" or LM_REWARDS[self.variant("per-action")].needs_slm
         ):
             raise ConfigError(
-                f"the marginal objective and the posterior reward need {prefix}arch.model = 'slm'"
+                f"the marginal objective and the posterior reward need {prefix}lm.model = 'slm'"
             )
-        if self.arch.model != "slm" and self.patience:
+        if self.lm.model != "slm" and self.patience:
             raise ConfigError(
                 f"{prefix}patience reads the LM's marginal bits per character: it needs "
-                f"{prefix}arch.model = 'slm' (or {prefix}patience = 0)"
+                f"{prefix}lm.model = 'slm' (or {prefix}patience = 0)"
             )
         if self.description_length_weight < 0:
             raise ConfigError(
@@ -275,7 +281,7 @@ def evaluator_patience(config: LMEvaluatorConfig, hide_spaces: bool) -> int:
     text, else 0."""
     if config.patience is not None:
         return config.patience
-    return EVALUATOR_PATIENCE if config.arch.model == "slm" and not hide_spaces else 0
+    return EVALUATOR_PATIENCE if config.lm.model == "slm" and not hide_spaces else 0
 
 
 @dataclass
@@ -310,12 +316,13 @@ class EvaluatorConfig:
         return self.lm.variant(reward_mode) if self.spec.lm else None
 
     def check_reward_mode(self, reward_mode: str) -> None:
-        """Raise ``ConfigError`` where the reward variant asked for (``evaluator.lm.reward``) is not
-        one of ``reward_mode``'s."""
+        """Raise ``ConfigError`` where the reward variant asked for
+        (``evaluator.lm.reward_variant``) is not one of ``reward_mode``'s."""
         rewards = lm_rewards(reward_mode)
-        if self.spec.lm and self.lm.reward is not None and self.lm.reward not in rewards:
+        variant = self.lm.reward_variant
+        if self.spec.lm and variant is not None and variant not in rewards:
             raise ConfigError(
-                f"the LM reward {self.lm.reward!r} does not go with {reward_mode} rewards; choose "
+                f"the LM reward {variant!r} does not go with {reward_mode} rewards; choose "
                 f"one of: {', '.join(rewards)}"
             )
 
@@ -342,8 +349,8 @@ class EvaluatorConfig:
         """Whether a policy that can read its teacher does so where ``env.teacher_features`` is left
         unset (``segrl train`` resolves it): the evaluator's LM, resolved, is an ``slm`` with a
         lexicon, a confident teacher that decides by whole words (docs/studies/2026-11-26-teacher.md)."""
-        arch = self.lm.arch
-        return self.teaches() and arch.model == "slm" and arch.lexicon_size > 0
+        lm = self.lm.lm
+        return self.teaches() and lm.model == "slm" and lm.lexicon_size > 0
 
 
 def evaluator_class(name: str) -> type[Evaluator]:

@@ -215,11 +215,11 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     """``config`` as ``segrl train`` trains it, every option a value (a copy: ``config`` is not
     changed; a resolved config resolves to itself). What it leaves unset (None) becomes:
 
-    - the LM evaluator's model (``evaluator.lm.arch``): its row of ``segrl.lm.config.LM_DEFAULTS``
+    - the LM evaluator's model (``evaluator.lm.lm``): its row of ``segrl.lm.config.LM_DEFAULTS``
       for the text it reads (``unspaced`` with hidden spaces, else the corpus's kind), with a
       lexicon only for a student that reads its teacher (``can_read_teacher``); its reward variant
-      (``reward``): the reward mode's first; ``pretrain_steps``: all of ``pretrain_epochs`` over the
-      ``start.texts`` episodes; ``cache_dir``: Morfessor's cache in use;
+      (``reward_variant``): the reward mode's first; ``pretrain_steps``: all of ``pretrain_epochs``
+      over the ``start.texts`` episodes; ``cache_dir``: Morfessor's cache in use;
     - whether the policy reads its teacher (``env.teacher_features``): where it can and the LM
       evaluator's ``slm`` has a lexicon (on a word list, by default). A lexicon's teacher is
       confident and decides by whole words: a student that reads only the characters collapsed to
@@ -236,16 +236,16 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     config = copy.deepcopy(config)
     mode = config.env.reward
     lm = config.evaluator.lm
-    arch = lm.arch
-    if arch.lexicon_size is None and not can_read_teacher(config):
-        arch = replace(arch, lexicon_size=0)  # a lexicon's teacher only for a student that reads it
-    arch = resolve_lm_config(
-        arch, "unspaced" if config.env.hide_spaces else start.corpus_kind, "evaluator"
+    lm_options = lm.lm
+    if lm_options.lexicon_size is None and not can_read_teacher(config):
+        lm_options = replace(lm_options, lexicon_size=0)  # a lexicon only for a student reading it
+    lm_options = resolve_lm_config(
+        lm_options, "unspaced" if config.env.hide_spaces else start.corpus_kind, "evaluator"
     )
     pretrain_steps = lm.pretrain_steps
     if pretrain_steps is None:
         pretrain_steps = lm.pretrain_epochs * math.ceil(start.texts / lm.batch_size)
-    lm = replace(lm, arch=arch, reward=lm.variant(mode), pretrain_steps=pretrain_steps)
+    lm = replace(lm, lm=lm_options, reward_variant=lm.variant(mode), pretrain_steps=pretrain_steps)
     lm = replace(lm, patience=evaluator_patience(lm, config.env.hide_spaces))
     cache_dir = config.evaluator.cache_dir
     evaluator = replace(
