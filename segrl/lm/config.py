@@ -18,6 +18,8 @@ LMSpeller = Literal["lstm", "unigram", "bigram", "trigram"]
 MARKOV_ORDERS = {"unigram": 0, "bigram": 1, "trigram": 2}
 """The spellers without an LSTM, by the characters each symbol is drawn given."""
 LMLexiconLogits = Literal["projected", "direct"]
+LMLexiconPrice = Literal["characters", "spelling"]
+LMLexiconInit = Literal["uniform", "counts"]
 LMTexts = Literal["word-types", "sentences"]
 """What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
 MODELS: tuple[str, ...] = typing.get_args(LMModel)
@@ -147,6 +149,22 @@ class LMConfig:
     """The largest share of the lexicon's entries one pruning removes (those that gain least for
     their price first), so that entries whose uses the first epochs' model undercounts stay for the
     next count."""
+    lexicon_init: LMLexiconInit = "uniform"
+    """``slm`` with a direct lexicon: its entries' first logits, ``uniform`` (all 0) or ``counts``,
+    the log of the number of training word types that hold each entry, as a unigram LM's
+    seed vocabulary starts from its substrings' frequencies: a frequent short morph then starts
+    with the probability its uses earn, where under a flat start the first pruning weighs it
+    against a lexicon of 100,000 equal entries and drops it, while the rare whole words, which the
+    speller spells at a high price, stay."""
+    lexicon_price: LMLexiconPrice = "characters"
+    """What an entry of a pruned lexicon (``lexicon_prune``) must gain the corpus to stay:
+    ``characters``, ``lexicon_cost`` nats for each of its characters and its terminator;
+    ``spelling``, ``lexicon_cost`` times the nats the model's own speller takes to spell it whole
+    (its end included), Morfessor's lexicon code with the speller as the code of an entry's
+    spelling. Priced by its spelling, an entry that one word uses never pays for itself (storing it
+    costs what spelling that word once does), so whole words the corpus holds once stay out of the
+    lexicon; priced by its characters below the speller's nats a character, every word whose
+    spelling costs more than its pointer does stays in it."""
     speller_words: float = 0.0
     """``slm`` without context: the weight of a second term of the training loss, the speller's
     own negative log-likelihood of the batch's texts each spelled whole (per character). Learnt by
@@ -213,6 +231,11 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}speller_entries learns to spell the kept entries of a pruned lexicon: it "
                 f"needs {prefix}lexicon_prune = true (or {prefix}speller_entries = 0)"
+            )
+        if self.lexicon_price == "spelling" and self.lexicon_prune is False:
+            raise ConfigError(
+                f"{prefix}lexicon_price = 'spelling' prices the entries a pruning weighs: it needs "
+                f"{prefix}lexicon_prune = true (or {prefix}lexicon_price = 'characters')"
             )
         if not 0.0 < self.lexicon_prune_fraction <= 1.0 or self.speller_price < 0:
             raise ConfigError(

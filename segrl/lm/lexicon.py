@@ -88,6 +88,21 @@ def substring_lexicon(words: Iterable[str], size: int, max_length: int = 12) -> 
     return [s for s, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:size]]
 
 
+def substring_counts(words: Iterable[str], entries: Sequence[str]) -> list[int]:
+    """For each of ``entries``, the number of distinct ``words`` that hold it."""
+    index = {entry: i for i, entry in enumerate(entries)}
+    longest = max((len(e) for e in entries), default=0)
+    counts = [0] * len(entries)
+    for word in set(words):
+        n = len(word)
+        held = {word[i:j] for i in range(n) for j in range(i + 1, min(n, i + longest) + 1)}
+        for s in held:
+            k = index.get(s)
+            if k is not None:
+                counts[k] += 1
+    return counts
+
+
 class Lexicon(nn.Module):
     """The lexicon path of the mixture; ``entries`` are its segments, ``cond_dim`` the context size."""
 
@@ -299,15 +314,25 @@ class LexiconUsage:
         return (logits > PRUNED_LOGIT / 2).any(0).cpu()
 
     @torch.no_grad()
-    def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:
+    def prune(
+        self,
+        gains: torch.Tensor,
+        price: float,
+        fraction: float = 1.0,
+        spelling: torch.Tensor | None = None,
+    ) -> dict[str, float]:
         """Prunes the kept entries whose ``gains`` ([M] nats per use) times their counted uses are
         below their spelling's price, at most ``fraction`` of the kept entries, those that gain
-        least for their price first; resets the counts. Returns the entries kept and pruned, or
-        {} where no update was counted since the last pruning (every count would read 0)."""
+        least for their price first; resets the counts. The price is ``price`` times each entry's
+        ``spelling`` ([M] nats; ``LMConfig.lexicon_price``) or, when None, its characters and
+        terminator. Returns the entries kept and pruned, or {} where no update was counted since
+        the last pruning (every count would read 0)."""
         if not self.updates:
             return {}
         kept = self.kept()
-        cost = price * self.lexicon.spelled_chars.cpu().double()  # |m| + 1 characters
+        if spelling is None:
+            spelling = self.lexicon.spelled_chars  # |m| + 1 characters
+        cost = price * spelling.cpu().double()
         gained = self.counts * gains.double().cpu()
         drop = kept & (gained < cost)
         limit = int(fraction * int(kept.sum()))
