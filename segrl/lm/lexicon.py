@@ -95,12 +95,23 @@ def substring_counts(words: Iterable[str], entries: Sequence[str]) -> list[int]:
     counts = [0] * len(entries)
     for word in set(words):
         n = len(word)
-        held = {word[i:j] for i in range(n) for j in range(i + 1, min(n, i + longest) + 1)}
-        for s in held:
+        for s in {word[i:j] for i in range(n) for j in range(i + 1, min(n, i + longest) + 1)}:
             k = index.get(s)
             if k is not None:
                 counts[k] += 1
     return counts
+
+
+def seed_lexicon(model: nn.Module, words: Iterable[str]) -> None:
+    """Sets a new model's direct lexicon's logits to the log of the number of ``words`` (its
+    training word types) that hold each entry, where its config asks for it
+    (``LMConfig.lexicon_init`` ``counts``); nothing otherwise."""
+    lexicon = getattr(model, "lexicon", None)
+    if model.config.lexicon_init != "counts" or not isinstance(lexicon, DirectLexicon):
+        return
+    counts = torch.tensor(substring_counts(words, lexicon.entries), dtype=torch.float)
+    with torch.no_grad():
+        lexicon.logits[...] = counts.clamp(min=1).log().to(lexicon.logits.device)
 
 
 class Lexicon(nn.Module):
@@ -314,25 +325,15 @@ class LexiconUsage:
         return (logits > PRUNED_LOGIT / 2).any(0).cpu()
 
     @torch.no_grad()
-    def prune(
-        self,
-        gains: torch.Tensor,
-        price: float,
-        fraction: float = 1.0,
-        spelling: torch.Tensor | None = None,
-    ) -> dict[str, float]:
+    def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:
         """Prunes the kept entries whose ``gains`` ([M] nats per use) times their counted uses are
         below their spelling's price, at most ``fraction`` of the kept entries, those that gain
-        least for their price first; resets the counts. The price is ``price`` times each entry's
-        ``spelling`` ([M] nats; ``LMConfig.lexicon_price``) or, when None, its characters and
-        terminator. Returns the entries kept and pruned, or {} where no update was counted since
-        the last pruning (every count would read 0)."""
+        least for their price first; resets the counts. Returns the entries kept and pruned, or
+        {} where no update was counted since the last pruning (every count would read 0)."""
         if not self.updates:
             return {}
         kept = self.kept()
-        if spelling is None:
-            spelling = self.lexicon.spelled_chars  # |m| + 1 characters
-        cost = price * spelling.cpu().double()
+        cost = price * self.lexicon.spelled_chars.cpu().double()  # |m| + 1 characters
         gained = self.counts * gains.double().cpu()
         drop = kept & (gained < cost)
         limit = int(fraction * int(kept.sum()))

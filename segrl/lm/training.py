@@ -177,13 +177,7 @@ class LMTrainer:
         gains = torch.zeros(len(kept))
         gains[kept] = model.entry_gains(entries).cpu()
         config = model.config
-        spelling = None
-        if config.lexicon_price == "spelling":  # each entry priced at its speller's nats
-            spelling = torch.ones(len(kept))  # pruned entries: never weighed again
-            spelling[kept] = spelling_nats(model, entries, batch_size)
-        return self.usage.prune(
-            gains, config.lexicon_cost, config.lexicon_prune_fraction, spelling
-        )
+        return self.usage.prune(gains, config.lexicon_cost, config.lexicon_prune_fraction)
 
     def _update(self, compute) -> dict[str, float]:
         was_training = self.model.training
@@ -221,17 +215,6 @@ class LMTrainer:
         self.steps = state["steps"]
         if self.usage is not None and "lexicon_usage" in state:
             self.usage.load_state_dict(state["lexicon_usage"])
-
-
-def spelling_nats(model: SegmentLM, texts: Sequence[str], batch_size: int = 64) -> torch.Tensor:
-    """``[len(texts)]`` the nats the model's speller takes to spell each text whole, its end
-    included (``LMConfig.lexicon_price`` ``spelling``)."""
-    with eval_mode(model):
-        nats = [
-            -model.spelled_whole(model.encode(chunk)).cpu()
-            for chunk in iterate_batches(list(texts), batch_size)
-        ]
-    return torch.cat(nats) if nats else torch.zeros(0)
 
 
 def _spelled_nll(model: SegmentLM, chars: CharBatch) -> torch.Tensor:
