@@ -327,3 +327,42 @@ def test_transfer_page_regenerates_its_blocks_and_checks_them(tmp_path):
     assert text.endswith("<!-- end table -->\nend\n")
     fresh = subprocess.run([*script, "--check"], capture_output=True, text=True, check=False)
     assert fresh.returncode == 0, fresh.stderr
+
+
+def test_boundary_offsets_places_each_cut_against_the_nearest_gold_boundary():
+    sys.path.insert(0, str(TOOLS))
+    try:
+        from boundary_offsets import missed_beside, offsets
+    finally:
+        sys.path.remove(str(TOOLS))
+    gold = [("retractā", "rē", "mus"), ("calv", "ēs")]
+    predicted = [["retract", "ārēmus"], ["calv", "ēs"]]  # one cut a letter early, one right
+    figures = offsets(predicted, gold)
+    assert figures["boundary_precision"] == 0.5 and figures["boundary_recall"] == 1 / 3
+    assert figures["precision within 1"] == 1.0 and figures["recall within 1"] == 2 / 3
+    assert figures["offset -1"] == 0.5 and figures["offset +0"] == 0.5
+    assert (figures["cuts per word"], figures["gold cuts per word"]) == (1.0, 1.5)
+    other = [["retractā", "rē", "mus"], ["calvēs"]]
+    assert missed_beside(["retractārēmus", "calvēs"], gold, predicted, other) == {
+        "rēmus": 1,
+        "mus": 1,
+    }
+
+
+def test_boundary_offsets_names_a_model_that_is_not_one(tmp_path):
+    gold = tmp_path / "gold.tsv"
+    gold.write_text("walked\twalk ed\n", encoding="utf-8")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(TOOLS / "boundary_offsets.py"),
+            str(tmp_path / "no"),
+            "--gold",
+            str(gold),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("boundary_offsets: error: ") and "no" in done.stderr

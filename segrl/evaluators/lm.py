@@ -95,7 +95,7 @@ from segrl.evaluators.registry import (
 from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
 from segrl.lm.config import LMConfig, resolve_lm_config
 from segrl.lm.decoding import LMSegmenter
-from segrl.lm.lexicon import slm_lexicon
+from segrl.lm.lexicon import seed_lexicon, slm_lexicon
 from segrl.lm.slm import (
     DECODING_MAX_SEGMENT_LENGTH,
     SLM,
@@ -204,6 +204,7 @@ class LMEvaluator(Evaluator):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             lm = build_lm(lm_options, corpus.vocab, lexicon)
+        seed_lexicon(lm, corpus.word_counts("train"))
         kind = "sentences" if config.lm.texts == "sentences" else "word-types"
         heldout = training_texts(corpus, kind)[1]
         step = max(1, math.ceil(len(heldout) / HELDOUT_TEXTS))

@@ -18,6 +18,7 @@ LMSpeller = Literal["lstm", "unigram", "bigram", "trigram"]
 MARKOV_ORDERS = {"unigram": 0, "bigram": 1, "trigram": 2}
 """The spellers without an LSTM, by the characters each symbol is drawn given."""
 LMLexiconLogits = Literal["projected", "direct"]
+LMLexiconInit = Literal["uniform", "counts"]
 LMTexts = Literal["word-types", "sentences"]
 """What an LM trained on a corpus reads: each distinct word once, as a text of its own, or sentences."""
 MODELS: tuple[str, ...] = typing.get_args(LMModel)
@@ -42,6 +43,11 @@ weight of the texts' own characters. Learnt by the marginal alone, the bigram sp
 than a uniform draw and cut the words no entry covers into lexicon pieces (English gold words
 over-cut 1.8 times the gold's density); with it, a new word costs what a new morph costs, and the
 bundled corpus's teacher no longer falls after its peak (docs/studies/2026-11-28-speller-entries.md)."""
+LEXICON_INIT: LMLexiconInit = "counts"
+"""``segrl lm train``'s ``lexicon_init`` where its lexicon is direct: the entries start from the log
+of the number of training word types that hold them, as a unigram LM's seed vocabulary does. From a
+flat start the first pruning, an epoch in, dropped the frequent short morphs (Mongolian's case
+endings) and kept whole words (docs/studies/2026-11-29-lexicon-init.md)."""
 WORD_LIST_SPELLER: LMSpeller = "bigram"
 """``segrl lm train``'s speller on a word list and on running text, and the LM evaluator's on a word
 list: a character bigram without context, with the lexicon pruned (``lexicon_prune``). With the
@@ -147,6 +153,14 @@ class LMConfig:
     """The largest share of the lexicon's entries one pruning removes (those that gain least for
     their price first), so that entries whose uses the first epochs' model undercounts stay for the
     next count."""
+    lexicon_init: LMLexiconInit | None = "uniform"
+    """``slm`` with a direct lexicon: its entries' first logits, ``uniform`` (all 0) or ``counts``,
+    the log of the number of training word types that hold each entry (``segrl.lm.lexicon.
+    seed_lexicon``), as a unigram LM's seed vocabulary starts from its substrings' frequencies.
+    From a flat start the first pruning weighs a frequent short morph against 100,000 equal
+    entries and drops it, while rare whole words, which the speller spells at a high price, stay.
+    None (``segrl lm train``'s and the LM evaluator's default): from ``LM_DEFAULTS`` where the
+    lexicon is direct (``LEXICON_INIT``), else ``uniform``."""
     speller_words: float = 0.0
     """``slm`` without context: the weight of a second term of the training loss, the speller's
     own negative log-likelihood of the batch's texts each spelled whole (per character). Learnt by
@@ -258,33 +272,37 @@ class LMDefaults:
     """Where the lexicon is direct and priced (else off)."""
     speller_entries: float
     """Where the lexicon is pruned (else 0)."""
+    lexicon_init: LMLexiconInit
+    """Where the lexicon is direct (else ``uniform``)."""
 
 
 LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
     ("lm-train", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
-        WORD_LIST_SPELLER, True, SPELLER_ENTRIES,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES, LEXICON_INIT,
     ),
     ("lm-train", "text"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct", 0.0, 0.0, 0.0,
-        WORD_LIST_SPELLER, True, SPELLER_ENTRIES,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES, LEXICON_INIT,
     ),
     ("lm-train", "unspaced"): LMDefaults(
         WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY, "lstm", False, 0.0,
+        "uniform",
     ),
     ("evaluator", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
-        WORD_LIST_SPELLER, True, SPELLER_ENTRIES,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES, "uniform",
     ),
     ("evaluator", "text"): LMDefaults(
-        "none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0, "lstm", False, 0.0
+        "none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0, "lstm", False, 0.0,
+        "uniform",
     ),
     ("evaluator", "unspaced"): LMDefaults(
         WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0,
-        "lstm", False, 0.0,
+        "lstm", False, 0.0, "uniform",
     ),
 }  # fmt: skip
 """The LM's defaults, in one place: by who uses it (``segrl lm train``'s model, the agent's LM
@@ -304,6 +322,7 @@ TABLE_OPTIONS = (
     "speller",
     "lexicon_prune",
     "speller_entries",
+    "lexicon_init",
 )
 """The options of an ``LMConfig`` that ``LM_DEFAULTS`` gives values."""
 
@@ -355,6 +374,11 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
     speller_entries = config.speller_entries
     if speller_entries is None:
         speller_entries = row.speller_entries if lexicon_prune else 0.0
+    lexicon_init = config.lexicon_init
+    if lexicon_init is None:
+        lexicon_init = (
+            row.lexicon_init if lexicon_size and lexicon_logits == "direct" else "uniform"
+        )
     return dataclasses.replace(
         config,
         context=context,
@@ -366,6 +390,7 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
         speller=speller,
         lexicon_prune=lexicon_prune,
         speller_entries=speller_entries,
+        lexicon_init=lexicon_init,
     )
 
 

@@ -88,6 +88,32 @@ def substring_lexicon(words: Iterable[str], size: int, max_length: int = 12) -> 
     return [s for s, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:size]]
 
 
+def substring_counts(words: Iterable[str], entries: Sequence[str]) -> list[int]:
+    """For each of ``entries``, the number of distinct ``words`` that hold it."""
+    index = {entry: i for i, entry in enumerate(entries)}
+    longest = max((len(e) for e in entries), default=0)
+    counts = [0] * len(entries)
+    for word in set(words):
+        n = len(word)
+        for s in {word[i:j] for i in range(n) for j in range(i + 1, min(n, i + longest) + 1)}:
+            k = index.get(s)
+            if k is not None:
+                counts[k] += 1
+    return counts
+
+
+def seed_lexicon(model: nn.Module, words: Iterable[str]) -> None:
+    """Sets a new model's direct lexicon's logits to the log of the number of ``words`` (its
+    training word types) that hold each entry, where its config asks for it
+    (``LMConfig.lexicon_init`` ``counts``); nothing otherwise."""
+    lexicon = getattr(model, "lexicon", None)
+    if model.config.lexicon_init != "counts" or not isinstance(lexicon, DirectLexicon):
+        return
+    counts = torch.tensor(substring_counts(words, lexicon.entries), dtype=torch.float)
+    with torch.no_grad():
+        lexicon.logits[...] = counts.clamp(min=1).log().to(lexicon.logits.device)
+
+
 class Lexicon(nn.Module):
     """The lexicon path of the mixture; ``entries`` are its segments, ``cond_dim`` the context size."""
 

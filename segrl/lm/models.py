@@ -35,6 +35,7 @@ SAVED_UNSET = {
     "speller": "lstm",
     "lexicon_prune": False,
     "speller_entries": 0.0,
+    "lexicon_init": "uniform",
 }
 """What an option left None in a model file saved before configs were resolved meant to the model
 (``build_lm`` then took unset options; ``load_lm`` reads them so)."""

@@ -1,0 +1,79 @@
+"""A direct lexicon's first logits: the log of the number of training word types that hold each
+entry (``LMConfig.lexicon_init`` ``counts``), or all equal (``uniform``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from segrl.config import validate_config
+from segrl.errors import ConfigError
+from segrl.lm import LMConfig
+from segrl.lm.lexicon import seed_lexicon, substring_counts
+from tests.test_lm_probability import LEXICON, tiny
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+WORDS = ["abab", "aba", "bab", "ab", "ab", "b"]
+"""Types: abab, aba, bab, ab, b (``ab`` twice counts once)."""
+
+
+def test_an_entry_counts_the_word_types_that_hold_it():
+    counts = dict(zip(LEXICON, substring_counts(WORDS, LEXICON), strict=True))
+    assert counts == {"a": 4, "ab": 4, "ba": 3, "bab": 2}
+    # a substring held twice by one word counts once; one held by no word counts 0
+    assert substring_counts(["aaaa"], ["aa", "b"]) == [1, 0]
+
+
+def direct_lm(init: str):
+    lm = tiny("slm", context="none", lexicon=LEXICON, lexicon_logits="direct", speller="bigram")
+    lm.config = replace(lm.config, lexicon_init=init)
+    return lm
+
+
+def test_counts_start_each_entry_at_its_log_count_and_uniform_leaves_them_equal():
+    assert LEXICON == ["a", "ab", "ba", "bab"]
+    seeded = direct_lm("counts")
+    seed_lexicon(seeded, WORDS)
+    expected = torch.tensor([math.log(4), math.log(4), math.log(3), math.log(2)])
+    assert torch.allclose(seeded.lexicon.logits.detach(), expected)
+    flat = direct_lm("uniform")
+    before = flat.lexicon.logits.detach().clone()
+    seed_lexicon(flat, WORDS)
+    assert torch.equal(flat.lexicon.logits.detach(), before)
+    assert torch.count_nonzero(before) == 0
+
+
+def test_an_entry_no_word_holds_starts_as_one_held_once():
+    lm = direct_lm("counts")
+    seed_lexicon(lm, ["aab"])  # "a" and "ab" are held, "ba" and "bab" not
+    logits = lm.lexicon.logits.detach()
+    assert torch.equal(logits, torch.zeros(4))  # each held once, or by none: log 1, never -inf
+
+
+def test_the_teacher_starts_from_counts_by_default_and_the_evaluator_does_not():
+    """``LM_DEFAULTS``: ``segrl lm train``'s direct lexicon starts from its counts on word lists and
+    running text; the agent's LM evaluator and a projected lexicon start flat."""
+    from segrl.experiments.lm_train import segmenter_lm
+    from segrl.lm.config import LEXICON_INIT, resolve_lm_config, table_lm
+    from segrl.lm.models import SAVED_UNSET
+
+    assert LEXICON_INIT == "counts"
+    for text, user, config, init in [
+        ("words", "lm-train", segmenter_lm(), "counts"),
+        ("text", "lm-train", segmenter_lm(), "counts"),
+        ("words", "evaluator", table_lm(), "uniform"),
+        ("text", "evaluator", table_lm(), "uniform"),
+        ("words", "lm-train", replace(segmenter_lm(), lexicon_logits="projected"), "uniform"),
+        ("words", "lm-train", replace(segmenter_lm(), lexicon_init="uniform"), "uniform"),
+    ]:
+        assert resolve_lm_config(config, text, user).lexicon_init == init, (text, user)
+    assert SAVED_UNSET["lexicon_init"] == "uniform"  # files that predate it started flat
+
+
+def test_an_unknown_start_is_a_config_error():
+    with pytest.raises(ConfigError, match="lexicon_init must be one of: uniform, counts"):
+        validate_config(LMConfig(lexicon_init="frequency"), "lm.")
