@@ -276,9 +276,9 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     artifacts = mlflow_store / "mlruns"
     assert list(artifacts.rglob("attention/sentence_0.png"))
     assert list(artifacts.rglob("robustness/accuracy.png"))
-    assert not (result.folder / CHECKPOINT_FILE).exists()
+    assert not (result.run_dir / CHECKPOINT_FILE).exists()
     # the saved model gives the same segments as the trained one
-    loaded, vocab, saved_config = load_unit_model(result.folder)
+    loaded, vocab, saved_config = load_unit_model(result.run_dir)
     assert saved_config == config
     texts = corpus.test[:5]
     with torch.no_grad():
@@ -290,7 +290,9 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     logged = load_segmenter(f"runs:/{result.run_id}/model")
     assert logged.kind == "units"
     assert logged.segment_sentences(texts) == segment_texts(loaded, vocab, texts)
-    assert load_segmenter(result.folder).segment_sentences(texts) == logged.segment_sentences(texts)
+    assert load_segmenter(result.run_dir).segment_sentences(texts) == logged.segment_sentences(
+        texts
+    )
     with pytest.raises(ConfigError, match="already holds a trained model"):
         train_unit_model(config)
 
@@ -326,8 +328,8 @@ def test_interrupted_training_resumes_to_the_same_model(
         train_unit_model(other)
     resumed = train_unit_model(interrupted)
     assert resumed.resumed_from == 7
-    first, _, _ = load_unit_model(expected.folder)
-    second, _, _ = load_unit_model(resumed.folder)
+    first, _, _ = load_unit_model(expected.run_dir)
+    second, _, _ = load_unit_model(resumed.run_dir)
     for (name, a), b in zip(first.state_dict().items(), second.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert resumed.metrics[RECONSTRUCTION] == pytest.approx(expected.metrics[RECONSTRUCTION])

@@ -128,7 +128,7 @@ def run_train(args: argparse.Namespace) -> int:
     corpus = load_corpus(config.data)
     gold = None if corpus.gold_from_spaces else load_gold(config.gold.path, config.gold.max_words)
     print(f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences")
-    metrics = train_lm_segmenter(config, corpus, gold)
+    metrics = train_lm_segmenter(config, corpus, gold).metrics
     print(f"[slm] {metrics_summary(metrics)}, held-out {metrics['bits_per_char']:.3f} bits/char")
     posterior = posterior_metrics(metrics)
     if posterior:

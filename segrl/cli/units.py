@@ -226,7 +226,7 @@ def report_training(config, result) -> int:
     if result.resumed_from:
         print(f"resumed from step {result.resumed_from}")
     print(format_metrics(config.tracking.run_name or config.model, result.metrics))
-    print(f"model: {result.folder}  (segrl units eval {result.folder})")
+    print(f"model: {result.run_dir}  (segrl units eval {result.run_dir})")
     print(where_to_look(config.tracking.experiment))
     return 0
 

@@ -28,7 +28,7 @@ import random
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,15 @@ from segrl.data.batching import training_batches
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, DataError, ModelError
 from segrl.experiments.units_eval import UNITS_KIND, final_evaluation
-from segrl.jobs import CHECKPOINT_FILE, Job, JobStart, RunDir, resolve_job_tables
+from segrl.jobs import (
+    CHECKPOINT_FILE,
+    Cadence,
+    Job,
+    JobStart,
+    RunDir,
+    TrainResult,
+    resolve_job_tables,
+)
 from segrl.model_files import is_model_uri, logged_segmenter_folder
 from segrl.runtime import (
     resolve_device,
@@ -47,7 +55,7 @@ from segrl.runtime import (
     set_threads,
 )
 from segrl.tracking.models import log_segmenter_model
-from segrl.tracking.runs import active_run_id, log_data, log_metrics
+from segrl.tracking.runs import log_data, log_metrics
 from segrl.tracking.store import download_model, ensure_reachable
 from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel
@@ -70,17 +78,6 @@ RESUMABLE_CHANGES = frozenset(
     }
 )
 """Options that may change when a run resumes (they do not change what is trained)."""
-
-
-@dataclass
-class TrainResult:
-    metrics: dict[str, float]
-    """Test-set metrics (standard names of ``segrl.metrics`` plus the reconstruction terms)."""
-    folder: Path
-    """The model folder (``segrl units eval FOLDER``)."""
-    run_id: str | None
-    resumed_from: int
-    """The step the run resumed from (0 for a fresh run)."""
 
 
 @contextlib.contextmanager
@@ -163,7 +160,8 @@ def train_unit_model(
     gold: list[GoldWord] | None = None,
 ) -> TrainResult:
     """Train ``config.model`` as ``config`` says (resuming from its run folder's checkpoint when
-    there is one), evaluate it and log everything to MLflow. Returns the test metrics."""
+    there is one), evaluate it and log everything to MLflow. Returns the test metrics and the run
+    folder, which holds the trained model (``TrainResult.run_dir``)."""
     train = config.train
     # Inputs first: a bad corpus, gold file, option or store stops the run before anything is logged.
     ensure_reachable()
@@ -195,56 +193,15 @@ def train_unit_model(
         trainer = UnitTrainer(model, vocab, train, device)
         if config.init_from and not run.has_checkpoint:
             start_from_trained(model, config.init_from, vocab, device)
-    n_gold = min(config.eval.gold_words_during_training, len(gold))
-    valid_gold = random.Random(train.seed).sample(gold, n_gold)
-
-    def save() -> dict[str, Any]:
-        return {"model": model.state_dict(), **trainer.state_dict(), "vocab": vocab.to_dict()}
-
-    def restore(state: dict[str, Any]) -> None:
-        if state["vocab"] != vocab.to_dict():
-            raise ConfigError(
-                f"{run.checkpoint_path} was trained on a corpus with another vocabulary"
-            )
-        model.load_state_dict(state["model"])
-        trainer.load_state_dict(state)
-
-    def evaluate_valid(at_step: int) -> dict[str, float]:
-        metrics = evaluate_unit_model(
-            model, vocab, corpus.valid, valid_gold, config.eval.batch_size,
-            train.precision, train.deletion_prob, train.seed,
-        )  # fmt: skip
-        log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=at_step)
-        return metrics
-
-    def final(at_step: int) -> dict[str, float]:
-        evaluate_valid(at_step)
-        metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
-        save_unit_model(folder, model, vocab, config, run.requested)
-        with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
-            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config, run.requested)
-            log_segmenter_model(saved, config.tracking.register)
-        return metrics
-
-    job = Job(
-        run,
-        config,
-        steps=train.steps,
-        experiment=config.tracking.experiment,
-        run_name=config.tracking.run_name or config.model,
-        save=save,
-        restore=restore,
-        evaluate=evaluate_valid,
-        tags={KIND_TAG: UNITS_KIND},
+    training = UnitTraining(config, model, trainer, run, corpus, gold)
+    cadence = Cadence(
+        train.steps,
         log_every=train.log_every,
         eval_every=train.eval_every,
         checkpoint_every=train.checkpoint_every,
-        show=("loss",),
-        map_location=device,
-        desc=f"units {config.model}",
     )
+    job = Job(run, training, cadence, tags={KIND_TAG: UNITS_KIND}, map_location=device)
     with job:
-        run_id = active_run_id()
         if job.resumed_from is None:
             log_data(corpus, config.gold.path, gold)
             log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
@@ -271,8 +228,65 @@ def train_unit_model(
             if job.step > (job.resumed_from or 0):
                 job.save()
             raise
-        metrics = job.finish(final, keep_checkpoint=False)
-    return TrainResult(metrics, folder, run_id, job.resumed_from or 0)
+        return job.finish(keep_checkpoint=False)
+
+
+class UnitTraining:
+    """A unit model as its job sees it (``segrl.jobs.Trainable``): model, optimiser and vocabulary
+    checkpointed; validation metrics on a fixed sample of gold words; at the end, the test-set
+    evaluation and the model folder saved and logged."""
+
+    shown = ("loss",)
+
+    def __init__(
+        self,
+        config: UnitsConfig,
+        model: UnitModel,
+        trainer: UnitTrainer,
+        run: RunDir,
+        corpus: Corpus,
+        gold: list[GoldWord],
+    ):
+        self.config = config
+        self.model = model
+        self.trainer = trainer
+        self.run = run
+        self.corpus = corpus
+        self.gold = gold
+        self.label = f"units {config.model}"
+        n_gold = min(config.eval.gold_words_during_training, len(gold))
+        self.valid_gold = random.Random(config.train.seed).sample(gold, n_gold)
+
+    def state_dict(self) -> dict[str, Any]:
+        vocab = self.corpus.vocab.to_dict()
+        return {"model": self.model.state_dict(), **self.trainer.state_dict(), "vocab": vocab}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["vocab"] != self.corpus.vocab.to_dict():
+            raise ConfigError(
+                f"{self.run.checkpoint_path} was trained on a corpus with another vocabulary"
+            )
+        self.model.load_state_dict(state["model"])
+        self.trainer.load_state_dict(state)
+
+    def evaluate(self, step: int, job: Job | None = None) -> dict[str, float]:
+        config, train = self.config, self.config.train
+        metrics = evaluate_unit_model(
+            self.model, self.corpus.vocab, self.corpus.valid, self.valid_gold,
+            config.eval.batch_size, train.precision, train.deletion_prob, train.seed,
+        )  # fmt: skip
+        log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=step)
+        return metrics
+
+    def finish(self, job: Job) -> dict[str, float]:
+        config, model, vocab, run = self.config, self.model, self.corpus.vocab, self.run
+        self.evaluate(job.step)
+        metrics, _ = final_evaluation(model, vocab, self.corpus, self.gold, config)
+        save_unit_model(run.path, model, vocab, config, run.requested)
+        with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
+            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config, run.requested)
+            log_segmenter_model(saved, config.tracking.register)
+        return metrics
 
 
 class _Speed:
