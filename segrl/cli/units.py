@@ -157,9 +157,9 @@ UNITS = "segrl.units.config:UnitsConfig"
 RUNTIME_FLAGS = FlagTable(
     UNITS,
     (
-        Flag("--device", "train.device", str, "NAME"),
+        Flag("--device", "device", str, "NAME"),
         Flag("--precision", "train.precision", str, "{fp32,bf16,fp16}"),
-        Flag("--threads", "train.threads", int, "N"),
+        Flag("--threads", "threads", int, "N"),
     ),
 )
 TRAINING_FLAGS = FlagTable(
@@ -168,7 +168,7 @@ TRAINING_FLAGS = FlagTable(
         Flag("--steps", "train.steps", int, "N"),
         Flag("--batch-size", "train.batch_size", int, "N"),
         Flag("--lr", "train.lr", float, "X"),
-        Flag("--train-seed", "train.seed", int, "N"),
+        Flag("--train-seed", "seed", int, "N"),
     ),
     show_defaults=False,  # each model has its own (``UnitModel.train_defaults``)
 )

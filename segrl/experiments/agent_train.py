@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 import torch
 
-from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig, can_read_teacher
+from segrl.agents.config import TrainConfig, can_read_teacher
 from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.ppo_batched import make_batched_ppo
@@ -231,7 +231,7 @@ def open_run(config: TrainConfig, corpus: Corpus) -> RunDir:
     def resolve(given: TrainConfig, folder: Path) -> TrainConfig:
         return resolve_train_config(given, start.at(folder))
 
-    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES, config.steps, resolve)
+    return RunDir.open(config, config.out, default, config.RESUMABLE, config.steps, resolve)
 
 
 def train_start(config: TrainConfig, corpus: Corpus) -> JobStart:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, validate_config
+from segrl.config import DataConfig, GoldConfig, RunOptions, TrackingConfig, validate_config
 from segrl.data import (
     Corpus,
     GoldWord,
@@ -62,17 +62,13 @@ from segrl.metrics import (
     evaluate_word_discovery,
     evaluate_word_segmenter,
 )
-from segrl.runtime import resolve_device, seed_everything
+from segrl.runtime import resolve_device, seed_everything, set_threads
 from segrl.segmentation import render
 from segrl.tracking.models import log_segmenter_model
 from segrl.tracking.runs import log_data, log_metrics, log_segmenter
 
 LOG_EVERY = 50
 """Steps between logs of the training bits per character (their mean)."""
-RESUMABLE_CHANGES = frozenset(
-    {"epochs", "steps", "patience", "eval_gold_words", "device", "out", "tracking.", "gold."}
-)
-"""Options that may change when a run resumes (more epochs or steps may be asked for)."""
 CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PER_CHAR)
 """What the epochs' gold sample logs (as ``eval/<name>``): the curve of the segmentation."""
 
@@ -85,8 +81,10 @@ def segmenter_lm() -> LMConfig:
 
 
 @dataclass
-class LMTrainConfig:
-    """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter."""
+class LMTrainConfig(RunOptions):
+    """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter. Its run
+    options (``out``: ``runs/lm-train``, ``-2``, ... by default; ``seed``, ``device``,
+    ``threads``) are every job's (``RunOptions``); its cadences follow its epochs."""
 
     lm: LMConfig = field(default_factory=segmenter_lm)
     """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here (the options
@@ -125,23 +123,27 @@ class LMTrainConfig:
     segmentation's curve beside the held-out bits per character, to the stopping point (a fixed
     sample of the gold set, the same at every epoch and in every seed; 0: none; word discovery
     scores its test utterances at the end only)."""
-    device: str = "auto"
-    """Where the model trains: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
-    ``cuda:N``."""
-    seed: int = 0
-    """Seed of the model's initialisation and of the order of its texts."""
-    out: str | None = None
-    """The run folder (``segrl.jobs``): checkpoint and best model; None: ``runs/lm-train`` (or
-    ``-2``, ...). A run with the same config resumes from its checkpoint."""
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    RESUMABLE: ClassVar[frozenset[str]] = RunOptions.RESUMABLE | {
+        "epochs",
+        "steps",
+        "patience",
+        "eval_gold_words",
+        "tracking.",
+        "gold.",
+    }
+    """Options that may change when a run resumes: every job's (``RunOptions.RESUMABLE``); more
+    epochs or steps may be asked for."""
 
     OLD_NAMES: ClassVar[dict[str, str]] = {"max_steps": "steps"}
     """Options under their old names, read as the new ones: config files and run folders saved
     when the budget was ``max_steps`` still load."""
 
     def check(self, prefix: str) -> None:
+        self.check_run_options()
         if self.eval_gold_words < 0:
             raise ConfigError(
                 f"{prefix}eval_gold_words must be at least 0, got {self.eval_gold_words}"
@@ -174,6 +176,7 @@ def resolve_lm_train_config(config: LMTrainConfig, start: JobStart) -> LMTrainCo
         lm=resolve_lm_config(config.lm, text),
         steps=train_steps(config, start.texts),
         device=start.device,
+        threads=start.threads if config.threads is None else config.threads,
     )
     return resolve_job_tables(resolved, start, "slm")
 
@@ -219,13 +222,14 @@ def train_lm_segmenter(
         config,
         config.out,
         Path(RUNS_ROOT) / "lm-train",
-        RESUMABLE_CHANGES,
+        config.RESUMABLE,
         train_steps(config, len(train)),
         lambda given, folder: resolve_lm_train_config(given, start.at(folder)),
     )
     config = run.config  # resolved: every option a value, as logged
     with run.preparing():
         validate_config(config)
+        set_threads(config.threads)
         model, trainer = lm_and_trainer(config, config.lm, texts, train)
     training = LMTraining(config, model, trainer, run, corpus, texts, gold, (train, valid, test))
     per_epoch = training.per_epoch

@@ -65,20 +65,6 @@ from segrl.units.registry import model_class
 from segrl.units.saving import MODEL_FILE, build_model, load_unit_model, save_unit_model
 from segrl.units.stepping import UnitTrainer
 
-RESUMABLE_CHANGES = frozenset(
-    {
-        *(
-            f"train.{k}"
-            for k in ("device", "threads", "log_every", "eval_every", "checkpoint_every")
-        ),
-        "eval.",
-        "gold.",
-        "tracking.",
-        "out",
-    }
-)
-"""Options that may change when a run resumes (they do not change what is trained)."""
-
 
 @contextlib.contextmanager
 def trained_model_folder(source: str | Path) -> Iterator[Path]:
@@ -143,12 +129,11 @@ def resolve_units_config(config: UnitsConfig, start: JobStart) -> UnitsConfig:
     (``resolve_job_tables``: run folder, corpus and gold set by their names, the run's name: the
     model's)."""
     config = copy.deepcopy(config)
-    train = config.train
-    threads = start.threads if train.threads is None else train.threads
     resolved = replace(
         config,
         init_from=config.init_from or "",
-        train=replace(train, device=start.device, threads=threads),
+        device=start.device,
+        threads=start.threads if config.threads is None else config.threads,
         arch=model_class(config.model).resolve_arch(config.arch),
     )
     return resolve_job_tables(resolved, start, config.model)
@@ -169,43 +154,43 @@ def train_unit_model(
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     check_inputs(corpus, config)
     check_gold_fits(gold, corpus, config.gold.path)
-    device = resolve_device(train.device)
+    device = resolve_device(config.device)
     folder = config.run_folder
     if (folder / MODEL_FILE).exists() and not (folder / CHECKPOINT_FILE).exists():
         raise ConfigError(
             f"{folder} already holds a trained model; choose another --out folder or run name, "
             "or evaluate it with `segrl units eval`"
         )
-    set_threads(train.threads, "train.threads (--threads)")
-    start = JobStart.of(corpus, train.device, len(corpus.train))
+    set_threads(config.threads)
+    start = JobStart.of(corpus, config.device, len(corpus.train))
     run = RunDir.open(
         config,
         folder,
         folder,
-        RESUMABLE_CHANGES,
+        config.RESUMABLE,
         resolve=lambda given, at: resolve_units_config(given, start.at(at)),
     )
     config, train = run.config, run.config.train  # resolved: every option a value, as logged
     with run.preparing():  # a model it cannot start from leaves no run folder behind
-        seed_everything(train.seed)
+        seed_everything(config.seed)
         vocab = corpus.vocab
         model = build_model(config, len(vocab)).to(device)
-        trainer = UnitTrainer(model, vocab, train, device)
+        trainer = UnitTrainer(model, vocab, train, device, config.seed)
         if config.init_from and not run.has_checkpoint:
             start_from_trained(model, config.init_from, vocab, device)
     training = UnitTraining(config, model, trainer, run, corpus, gold)
     cadence = Cadence(
         train.steps,
-        log_every=train.log_every,
-        eval_every=train.eval_every,
-        checkpoint_every=train.checkpoint_every,
+        log_every=config.log_every,
+        eval_every=config.eval_every,
+        checkpoint_every=config.checkpoint_every,
     )
     job = Job(run, training, cadence, tags={KIND_TAG: UNITS_KIND}, map_location=device)
     with job:
         if job.resumed_from is None:
             log_data(corpus, config.gold.path, gold)
             log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
-        batches = training_batches(corpus.train, train.batch_size, train.seed, job.step)
+        batches = training_batches(corpus.train, train.batch_size, config.seed, job.step)
         speed = _Speed()
         model.train()
         batch = trainer.batch(next(batches), job.step)
@@ -255,7 +240,7 @@ class UnitTraining:
         self.gold = gold
         self.label = f"units {config.model}"
         n_gold = min(config.eval.gold_words_during_training, len(gold))
-        self.valid_gold = random.Random(config.train.seed).sample(gold, n_gold)
+        self.valid_gold = random.Random(config.seed).sample(gold, n_gold)
 
     def state_dict(self) -> dict[str, Any]:
         vocab = self.corpus.vocab.to_dict()
@@ -273,7 +258,7 @@ class UnitTraining:
         config, train = self.config, self.config.train
         metrics = evaluate_unit_model(
             self.model, self.corpus.vocab, self.corpus.valid, self.valid_gold,
-            config.eval.batch_size, train.precision, train.deletion_prob, train.seed,
+            config.eval.batch_size, train.precision, train.deletion_prob, config.seed,
         )  # fmt: skip
         log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=step)
         return metrics
