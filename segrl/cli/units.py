@@ -198,9 +198,14 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     add_job_args(parser, "arch.dim=256 --set train.lr=3e-4")
 
 
+TOP_KEYS = ("model", "out", "seed", "device", "threads")
+"""The options at the top of ``UnitsConfig`` that flags set (every job's run options among them);
+every other flag's dest is a dotted key."""
+
+
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Config keys given as flags (dests that are dotted keys, plus ``model`` and ``out``)."""
-    keys = {k: v for k, v in vars(args).items() if "." in k or k in ("model", "out")}
+    """Config keys given as flags (dests that are dotted keys, plus ``TOP_KEYS``)."""
+    keys = {k: v for k, v in vars(args).items() if "." in k or k in TOP_KEYS}
     return {k: v for k, v in keys.items() if v is not None}
 
 
