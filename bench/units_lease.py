@@ -11,7 +11,7 @@ on the test split and the gold words). ``--budget`` is the wall-clock seconds of
 training: after ``--probe`` timed steps, a schedule that would not fit is compressed to the steps that do
 (learning-rate cool-down and KL annealing follow the new total; the report says so), and training
 stops at the budget in any case, so that every config is still evaluated. Writes
-``OUT/<run name>.json`` (config, device, steps, speed, the curve every ``train.log_every`` steps and
+``OUT/<run name>.json`` (config, device, steps, speed, the curve every ``log_every`` steps and
 the final metrics) and prints one line per config.
 """
 
@@ -44,14 +44,14 @@ WARMUP = 5
 def train_within(path: str, overrides: dict, budget: float, probe: int) -> dict:
     config = build_units_config(None, path, overrides)
     train = config.train
-    device = resolve_device(train.device)
+    device = resolve_device(config.device)
     corpus = load_corpus(config.data)
     gold = load_gold(config.gold.path, config.gold.max_words)
-    seed_everything(train.seed)
+    seed_everything(config.seed)
     model = build_model(config, len(corpus.vocab)).to(device).train()
-    trainer = UnitTrainer(model, corpus.vocab, train, device)
+    trainer = UnitTrainer(model, corpus.vocab, train, device, config.seed)
     planned = train.steps
-    batches = training_batches(corpus.train, train.batch_size, train.seed)
+    batches = training_batches(corpus.train, train.batch_size, config.seed)
     batch = trainer.batch(next(batches), 0)
     curve, window = [], {}
     started = time.perf_counter()
@@ -69,7 +69,7 @@ def train_within(path: str, overrides: dict, budget: float, probe: int) -> dict:
             rate = (elapsed - warm) / probe
             fits = step + int((budget * (1 - EVAL_RESERVE) - elapsed) / rate)
             train.steps = max(step + 1, min(train.steps, fits))
-        if step % train.log_every == 0 or step == train.steps or elapsed > budget:
+        if step % config.log_every == 0 or step == train.steps or elapsed > budget:
             means = {k: sum(v) / len(v) for k, v in window.items()}
             curve.append({"step": step, "seconds": round(elapsed, 1), **means})
             window = {}
@@ -78,7 +78,7 @@ def train_within(path: str, overrides: dict, budget: float, probe: int) -> dict:
     seconds = time.perf_counter() - started
     metrics = evaluate_unit_model(
         model, corpus.vocab, corpus.test, gold, config.eval.batch_size, train.precision,
-        train.deletion_prob, train.seed,
+        train.deletion_prob, config.seed,
     )  # fmt: skip
     return {
         "config": path,

@@ -98,7 +98,7 @@ def main() -> None:
             config = build_units_config(model_name, None, overrides)
             torch.manual_seed(0)
             model = build_model(config, len(corpus.vocab)).to(device).train()
-            trainer = UnitTrainer(model, corpus.vocab, config.train, device)
+            trainer = UnitTrainer(model, corpus.vocab, config.train, device, config.seed)
             runs.append(Run(f"{model_name} {variant}", trainer, variant == "reference"))
     rng = random.Random(0)
     texts = rng.sample(corpus.train, args.batch_size)

@@ -19,7 +19,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from segrl.errors import ConfigError
 
@@ -92,6 +92,59 @@ class TrackingConfig:
     register: str | None = None
     """Also add the trained segmenter to the MLflow model registry under this name (a new version);
     None (resolved: "") or "": not registered."""
+
+
+@dataclass
+class RunOptions:
+    """The options every training job has (``segrl train``, ``segrl lm train``, ``segrl units
+    train``), each under one name: the run folder, the seed, where and on how many threads it runs.
+    Each job's config is a ``RunOptions`` (a subclass: the options sit at the top of its config,
+    ``--set seed=1`` in every job), with its own tables beside them."""
+
+    out: str | None = None
+    """The run folder (config, checkpoint, the trained model); running the same command with the
+    same folder resumes an interrupted run. None: the job's folder under ``runs/`` (resolved to the
+    folder chosen where the job starts)."""
+    seed: int = 0
+    """Seed of the model's initialisation, of its sampling and noise, and of the order of its
+    texts."""
+    device: str = "auto"
+    """Where the job's models train: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
+    ``cuda:N``."""
+    threads: int | None = None
+    """PyTorch CPU threads (None: PyTorch's default, resolved to its count where the job starts)."""
+
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset(
+        {"out", "device", "threads", "tracking.run_name", "tracking.experiment"}
+    )
+    """The run options that may change when a run resumes (they do not change what is trained);
+    each job's ``RESUMABLE_CHANGES`` adds its own (its budget, say)."""
+
+    def check_run_options(self) -> None:
+        check_threads(self.threads)
+
+
+@dataclass
+class CadenceOptions:
+    """How often a job that takes its cadences as options (``segrl train``, ``segrl units train``)
+    logs, evaluates and checkpoints (``segrl.jobs.Cadence``); a subclass, as ``RunOptions``."""
+
+    log_every: int = 10
+    """Steps between logs of the training stats (their means since the last log)."""
+    eval_every: int = 250
+    """Steps between evaluations on held-out text (the end evaluates after the last step)."""
+    checkpoint_every: int = 50
+    """Steps between checkpoints of the run folder (a resumed run starts from the last one)."""
+
+    RESUMABLE: ClassVar[frozenset[str]] = frozenset({"log_every", "eval_every", "checkpoint_every"})
+    """Cadences may change when a run resumes."""
+
+    def check_cadences(self, prefix: str) -> None:
+        if min(self.log_every, self.eval_every, self.checkpoint_every) < 1:
+            raise ConfigError(
+                f"{prefix}log_every, {prefix}eval_every and {prefix}checkpoint_every must be at "
+                "least 1"
+            )
 
 
 @dataclass
@@ -252,8 +305,9 @@ def build_config(
 
     Overrides whose value is None are skipped, so unset command-line flags keep the file's value. An
     error names the file, or ``overrides_from`` for a value that came from ``overrides``. An option
-    that a config class's ``OLD_NAMES`` maps to its new name (``{"segmenter": "policy"}``, or
-    ``{"hidden_dim": "lm.hidden_dim"}`` for an option that moved into a nested table) is read as
+    that a config class's ``OLD_NAMES`` maps to its new name (``{"segmenter": "policy"}``,
+    ``{"hidden_dim": "lm.hidden_dim"}`` for an option that moved into a nested table, or
+    ``{"train.seed": "seed"}`` for one that moved out of one) is read as
     the new one, at any depth, in the file and in ``overrides`` (see ``current_key``), so that old
     configs and run folders load. A nested config's defaults are those of its parent's field.
     """
@@ -304,11 +358,14 @@ def _renamed(cls: type, key: str) -> tuple[str, str, str]:
     old = new = ""
     while parts:
         old_names: dict[str, str] = getattr(cls, "OLD_NAMES", {})
-        if parts[0] in old_names:
-            if not old:
-                old = ".".join([*done, parts[0]])
-                new = ".".join([*done, old_names[parts[0]]])
-            parts = [*old_names[parts[0]].split("."), *parts[1:]]
+        for n in range(len(parts), 0, -1):  # the longest old name first (``train.seed``)
+            prefix = ".".join(parts[:n])
+            if prefix in old_names:
+                if not old:
+                    old = ".".join([*done, prefix])
+                    new = ".".join([*done, old_names[prefix]])
+                parts = [*old_names[prefix].split("."), *parts[n:]]
+                break
         name, parts = parts[0], parts[1:]
         done.append(name)
         fields = (

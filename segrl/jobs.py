@@ -25,25 +25,17 @@ written before configs were resolved has its saved config resolved the same way)
 folder another process is training into (held with ``segrl.files.lock_folder`` from ``open`` until
 the job ends).
 
-A trainer builds its models, then reads::
+A trainer builds its models and what it trains (a ``Trainable``: its checkpoint's part, its
+evaluation, its end), then reads::
 
     run = RunDir.open(config, config.out, default=Path(RUNS_ROOT) / "name", ignore=RESUMABLE)
-
-    def save() -> dict:                         # the trainer's part of a checkpoint
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-
-    def restore(state: dict) -> None:           # a checkpoint back into the fresh model
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-
-    job = Job(run, config, steps=steps, experiment="segrl", run_name="name", save=save,
-              restore=restore, evaluate=evaluate, log_every=10, eval_every=100,
-              checkpoint_every=50)
+    cadence = Cadence(steps, log_every=10, eval_every=100, checkpoint_every=50)
+    job = Job(run, trainable, cadence)          # experiment and run name: run.config.tracking
     with job:                                   # restores the checkpoint, if any; starts MLflow
         for step in job.loop():                 # from the resumed step + 1 to ``steps``
             stats = update()                    # the trainer's update: {"loss": ...}
             job.end_step(step, stats)           # log, evaluate, checkpoint where due; stop
-        metrics = job.finish(final)             # final(step) -> metrics; run marked finished
+        result = job.finish()                   # trainable.finish(job); run marked finished
 
 ``segrl.agents.sb3`` has no loop of its own: SB3's ``learn`` runs it, and callbacks call
 ``end_step`` after each PPO iteration.
@@ -62,7 +54,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 from tqdm import tqdm
@@ -189,6 +181,70 @@ def resolve_job_tables(config: C, start: JobStart, run_name: str) -> C:
 
 def _or_no_limit(value: int | None) -> int:
     return NO_LIMIT if value is None else value
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """A job's budget and the cadences of its loop, given once (``Job``)."""
+
+    steps: int
+    """The work budget (updates)."""
+    log_every: int = 1
+    """Log the means of the stats of the steps since the last log every this many steps and at the
+    last one."""
+    eval_every: int | None = None
+    """Evaluate (``Trainable.evaluate``) every this many steps before the last (the end's evaluation
+    follows the last step); None: never."""
+    checkpoint_every: int = 100
+    """Checkpoint after every this many steps, at the last one, and on a stop."""
+    max_minutes: float | None = None
+    """An optional time limit for this session (None or ``NO_LIMIT``: none): the loop ends
+    (checkpointed) when it is reached, and the run ends as it would at its budget."""
+    metric_step: int = 1
+    """MLflow steps per job step (SB3 logs at decisions taken)."""
+
+
+class Trainable(Protocol):
+    """What a job trains, as the job sees it: its part of a checkpoint, its periodic evaluation and
+    its end. The update itself is the body of the trainer's ``for step in job.loop()``."""
+
+    label: str
+    """The progress bar's label (the segmenter's or the model's name)."""
+    shown: Collection[str]
+    """Keys of the logged means or evaluation metrics shown beside the progress bar."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The trainer's part of a checkpoint (models, optimisers, data order); the job adds the
+        step and the training seconds."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A checkpoint's state into the freshly built trainer."""
+        ...
+
+    def evaluate(self, step: int, job: Job) -> Mapping[str, float]:
+        """The periodic evaluation at MLflow step ``step`` (logged by it); ``job`` for what it may
+        end (``Job.finish_early``)."""
+        ...
+
+    def finish(self, job: Job) -> dict[str, float]:
+        """The end: the final evaluation and the saved model (logged by it), at ``job.step``."""
+        ...
+
+
+@dataclass
+class TrainResult:
+    """What a finished training job leaves: its final metrics and where everything is."""
+
+    metrics: dict[str, float]
+    run_dir: Path
+    """The run folder (the trained model is saved in it)."""
+    run_id: str
+    """The MLflow run's id."""
+    step: int
+    """The last step made."""
+    resumed_from: int | None
+    """The checkpoint step training resumed from (None for a fresh run)."""
 
 
 class TrainingInterrupted(Interrupted):
@@ -455,76 +511,47 @@ def stop_requests() -> Iterator[StopRequest]:
 class Job:
     """A training job: its MLflow run, resumption, stop requests, progress bar, and the cadences of
     its loop (logging, evaluation, checkpoints), given once; the trainer supplies its update (the
-    body of ``loop``) and what to save, restore, evaluate and do at the end.
+    body of ``loop``) and what it trains (a ``Trainable``: what to save, restore, evaluate and do
+    at the end).
 
     Entering it restores the run folder's checkpoint, if there is one (every RNG state, then
-    ``restore(state)``), and starts the MLflow run, or continues the one ``run.json`` names. A run
-    interrupted by Ctrl-C or SIGTERM, or by a write that fails (a full disk, a read-only folder: a
-    ``WriteError`` naming the file and the last good checkpoint), ends as KILLED in MLflow.
+    ``trainable.load_state_dict(state)``), and starts the MLflow run (the experiment and run name
+    of the resolved config's ``tracking`` table, its options as parameters on a fresh run), or
+    continues the one ``run.json`` names. A run interrupted by Ctrl-C or SIGTERM, or by a write that
+    fails (a full disk, a read-only folder: a ``WriteError`` naming the file and the last good
+    checkpoint), ends as KILLED in MLflow.
 
     Args:
-        run: the run folder.
-        config: the job's config (logged as parameters on a fresh run): the run folder's resolved
-            one (``RunDir.config``), every option a value.
-        steps: the work budget (updates).
-        save: ``save() -> state``: the trainer's part of a checkpoint (models, optimisers, data
-            order); the job adds the step and the training seconds.
-        restore: ``restore(state)``: load a checkpoint's state into the freshly built trainer.
-        evaluate: ``evaluate(step) -> metrics`` (logged by it), every ``eval_every`` steps before the
-            last (the end's evaluation follows the last step).
-        log_every: log the means of the stats of the steps since the last log (``train/...``, or
-            ``log_prefix``) every this many steps and at the last one.
-        checkpoint_every: checkpoint after every this many steps, at the last one, and on a stop.
-        max_minutes: an optional time limit for this session (None or ``NO_LIMIT``: none): the loop
-            ends (checkpointed) when it is reached, and the run ends as it would at its budget.
+        run: the run folder; its config (``RunDir.config``: resolved, every option a value) is the
+            job's.
+        trainable: what the job trains (``Trainable``).
+        cadence: the budget and the cadences (``Cadence``).
+        tags: MLflow tags of the run beside segrl's own.
         on_step: ``on_step(step, stats) -> bool``; True stops as a Ctrl-C does.
-        metric_step: MLflow steps per job step (SB3 logs at decisions taken).
-        show: keys of the logged means or evaluation metrics shown beside the progress bar.
+        log_prefix: the logged means' prefix (``train/``).
         map_location: where the checkpoint's tensors are loaded.
     """
 
     def __init__(
         self,
         run: RunDir,
-        config: Any,
+        trainable: Trainable,
+        cadence: Cadence,
         *,
-        steps: int,
-        experiment: str,
-        run_name: str,
-        save: Callable[[], dict[str, Any]],
-        restore: Callable[[dict[str, Any]], None],
-        evaluate: Callable[[int], Mapping[str, float]] | None = None,
         tags: Mapping[str, str] | None = None,
-        log_every: int = 1,
-        eval_every: int | None = None,
-        checkpoint_every: int = 100,
-        max_minutes: float | None = None,
         on_step: Callable[[int, dict[str, float]], bool] | None = None,
         log_prefix: str = "train/",
-        metric_step: int = 1,
-        show: Collection[str] = (),
         map_location: Any = None,
-        desc: str = "training",
     ):
         self.run = run
-        self.config = config
-        self.steps = steps
-        self.experiment = experiment
-        self.run_name = run_name
-        self.save_state = save
-        self.restore_state = restore
-        self.evaluate = evaluate
+        self.config = run.config
+        self.trainable = trainable
+        self.cadence = cadence
+        self.steps = cadence.steps
         self.tags = dict(tags or {})
-        self.log_every = log_every
-        self.eval_every = eval_every
-        self.checkpoint_every = checkpoint_every
-        self.max_minutes = max_minutes
         self.on_step = on_step
         self.log_prefix = log_prefix
-        self.metric_step = metric_step
-        self.show = tuple(show)
         self.map_location = map_location
-        self.desc = desc
         self.step = 0
         """The last step made (the checkpoint's step on a resumed run, until the loop starts)."""
         self.resumed_from: int | None = None
@@ -555,7 +582,7 @@ class Job:
         state = self.run.load(map_location=self.map_location)  # restores every RNG state
         if state is not None:
             try:
-                self.restore_state(state)
+                self.trainable.load_state_dict(state)
             except SegrlError:
                 raise
             except Exception as e:  # a state the fresh trainer does not take (SB3's zip, weights)
@@ -583,8 +610,8 @@ class Job:
             self._stack.enter_context(
                 start_run(
                     self.config,
-                    self.experiment,
-                    self.run_name,
+                    self.config.tracking.experiment,
+                    self.config.tracking.run_name,
                     self.tags,
                     resume_id,
                     requested=self.run.requested,
@@ -625,7 +652,7 @@ class Job:
             self.progress = tqdm(  # disable=None: no bar where stderr is not a terminal
                 total=self.steps,
                 initial=step - 1,
-                desc=self.desc,
+                desc=self.trainable.label,
                 unit="step",
                 leave=False,
                 disable=None,
@@ -635,17 +662,19 @@ class Job:
             self._window[key].append(value)
         if self.logged(step):
             means = {f"{self.log_prefix}{k}": sum(v) / len(v) for k, v in self._window.items()}
-            log_metrics(means, step=step * self.metric_step)
+            log_metrics(means, step=step * self.cadence.metric_step)
             self._window.clear()
             self._show({k[len(self.log_prefix) :]: v for k, v in means.items()})
-        evaluating = self.evaluate is not None and self.eval_every and step < self.steps
-        if evaluating and step % self.eval_every == 0:
-            self._show(self.evaluate(step * self.metric_step))
+        eval_every = self.cadence.eval_every
+        if eval_every and step < self.steps and step % eval_every == 0:
+            self._show(self.trainable.evaluate(step * self.cadence.metric_step, self))
         if self.stop.is_set() or (self.on_step is not None and self.on_step(step, dict(stats))):
             self.interrupted = self._end = True
-        elif limit(self.max_minutes) is not None and self.session_seconds > 60 * self.max_minutes:
+        elif (minutes := limit(self.cadence.max_minutes)) is not None and (
+            self.session_seconds > 60 * minutes
+        ):
             self._end = True
-        if step % self.checkpoint_every == 0 or step == self.steps or self._end:
+        if step % self.cadence.checkpoint_every == 0 or step == self.steps or self._end:
             self.save()
         if self.interrupted:
             self.close_progress()
@@ -653,7 +682,7 @@ class Job:
 
     def logged(self, step: int) -> bool:
         """Whether ``end_step`` logs at ``step`` (every ``log_every`` steps and at the last)."""
-        return step % self.log_every == 0 or step == self.steps
+        return step % self.cadence.log_every == 0 or step == self.steps
 
     @property
     def ending(self) -> bool:
@@ -673,18 +702,24 @@ class Job:
 
     def save(self) -> None:
         """Checkpoint the last step made: the trainer's state, the step, the training seconds."""
-        self.run.save(step=self.step, elapsed_seconds=self.train_seconds, **self.save_state())
+        self.run.save(
+            step=self.step, elapsed_seconds=self.train_seconds, **self.trainable.state_dict()
+        )
 
     def _show(self, values: Mapping[str, float]) -> None:
         """The shown values beside the bar; without a bar (a log file), one plain line each time."""
-        self._shown.update({k: f"{values[k]:.3f}" for k in self.show if k in values})
+        self._shown.update({k: f"{values[k]:.3f}" for k in self.trainable.shown if k in values})
         if self.progress is None:
             return
         if not self.progress.disable:
             self.progress.set_postfix(self._shown)
             return
         shown = "".join(f", {k}={v}" for k, v in self._shown.items())
-        print(f"{self.desc}: step {self.step}/{self.steps}{shown}", file=sys.stderr, flush=True)
+        print(
+            f"{self.trainable.label}: step {self.step}/{self.steps}{shown}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def close_progress(self) -> None:
         if self.progress is not None:
@@ -692,17 +727,17 @@ class Job:
             self.progress = None
 
     # --- the end -------------------------------------------------------------------------------------
-    def finish(
-        self, final: Callable[[int], dict[str, float]], keep_checkpoint: bool = True
-    ) -> dict[str, float]:
-        """The end of every trainer: ``final(step) -> metrics`` (the trainer's final evaluation and
+    def finish(self, keep_checkpoint: bool = True) -> TrainResult:
+        """The end of every trainer: ``trainable.finish(job) -> metrics`` (the final evaluation and
         saved model, logged by it), then the run marked finished with its metrics and budget. The
         checkpoint stays (a larger budget continues the run, ``RunDir.open``) unless
         ``keep_checkpoint`` is False (where the budget shapes the whole run, as a schedule does)."""
         self.close_progress()
-        metrics = final(self.step)
+        metrics = self.trainable.finish(self)
         self.run.finish(keep_checkpoint, step=self.step, steps=self.steps, metrics=dict(metrics))
-        return metrics
+        return TrainResult(
+            metrics, self.run.path, self.run.info["mlflow_run_id"], self.step, self.resumed_from
+        )
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         """End the MLflow run (KILLED, resumable, after a Ctrl-C, a SIGTERM or a failed write) and

@@ -69,7 +69,7 @@ def test_units_suite_runs_segrls_own_cpu_configs():
     for system in units:
         name = system.command[system.command.index("--config") + 1]
         config = build_units_config(path=name)  # by name, from any working directory
-        assert system.name == f"{config.model}-cpu" and config.train.device == "cpu"
+        assert system.name == f"{config.model}-cpu" and config.device == "cpu"
 
 
 def test_sigmorphon_suite_resolves_its_gold_files():

@@ -305,3 +305,15 @@ def test_a_flag_of_the_other_agent_is_refused_by_name():
         ConfigError, match=r"^--agent reinforce does not read --ppo-lr, --clip-coef"
     ):
         check_agent_flags(args, "reinforce")
+
+
+def test_units_flags_of_every_jobs_run_options_reach_the_config():
+    """``--device``, ``--threads`` and ``--train-seed`` set ``segrl units train``'s run options, which
+    sit at the top of its config (``RunOptions``), as ``--steps`` sets ``train.steps``."""
+    from segrl.cli.units import units_config_from_args
+
+    args = build_parser().parse_args(
+        ["units", "train", "--device", "cpu", "--threads", "1", "--train-seed", "3", "--steps", "4"]
+    )
+    config = units_config_from_args(args)
+    assert (config.device, config.threads, config.seed, config.train.steps) == ("cpu", 1, 3, 4)

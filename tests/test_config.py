@@ -173,6 +173,42 @@ def test_a_train_config_with_the_old_segmenter_table_loads_into_policy(tmp_path)
         build_config(TrainConfig, both)
 
 
+def test_the_units_run_options_under_their_old_train_names_load_at_the_top(tmp_path):
+    """``segrl units train``'s run options were ``train.seed``, ``train.device``, ...: config files
+    and run folders that name them so still load into every job's names (``RunOptions``,
+    ``CadenceOptions``), a run folder saved so resumes, ``--set train.seed=...`` still reaches the
+    seed, and a file that gives both names is refused."""
+    from segrl.jobs import RunDir
+    from segrl.units.config import build_units_config, units_config_class
+
+    cls = units_config_class("transformer")
+    saved = save_config(cls(seed=3, device="cpu", threads=1, log_every=7), tmp_path / "new.toml")
+    text = saved.read_text(encoding="utf-8")
+    assert "\nseed = 3\n" in text and "[train]" in text
+    old = tmp_path / "config.toml"
+    moved = "".join(
+        f"{name} = {value}\n"
+        for name, value in (("seed", 3), ("device", '"cpu"'), ("threads", 1), ("log_every", 7))
+    )
+    top = "\n".join(
+        line
+        for line in text.splitlines()
+        if not line.startswith(("seed =", "device =", "threads =", "log_every ="))
+    )
+    old.write_text(top.replace("[train]\n", f"[train]\n{moved}") + "\n")
+    config = load_config(cls, old)
+    assert (config.seed, config.device, config.threads, config.log_every) == (3, "cpu", 1, 7)
+    assert (
+        RunDir(tmp_path).config_differences(cls(seed=3, device="cpu", threads=1, log_every=7)) == []
+    )
+    assert build_config(cls, overrides={"train.seed": 5}).seed == 5
+    assert build_units_config("transformer", old, {"train.eval_every": 9}).eval_every == 9
+    both = tmp_path / "both.toml"
+    both.write_text("seed = 1\n[train]\nseed = 2\n")
+    with pytest.raises(ConfigError, match="'train.seed' is the old name of 'seed'"):
+        build_config(cls, both)
+
+
 def test_a_bad_value_names_where_it_came_from(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[data]\ndampening = "log"\n')

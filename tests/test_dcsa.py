@@ -339,7 +339,7 @@ def test_units_cli_train_dcsa_and_probe(mlflow_store, small_corpus_file, tmp_pat
     folder = tmp_path / "dcsa"
     args = ["units", "train", "--model", "dcsa", "--steps", "6", "--out", str(folder)]
     args += ["--corpus", str(small_corpus_file), "--gold-max-words", "30", "--threads", "1"]
-    tiny = {**{f"arch.{k}": v for k, v in SMALL.items()}, "arch.slots": 8, "train.log_every": 3}
+    tiny = {**{f"arch.{k}": v for k, v in SMALL.items()}, "arch.slots": 8, "log_every": 3}
     tiny.update({"eval.robustness": "false", "eval.figure_valid_sentences": 1})
     args += [f"--set={k}={v}" for k, v in tiny.items()]
     assert main(args) == 0

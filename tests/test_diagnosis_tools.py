@@ -130,7 +130,7 @@ def test_lm_budget_curve_scores_what_lm_train_trains(mlflow_store, one_thread):
         device="cpu",
         out=str(mlflow_store / "run"),
     )
-    metrics = train_lm_segmenter(config)
+    metrics = train_lm_segmenter(config).metrics
     assert rows[1]["word_f1"] == pytest.approx(metrics["word_f1"])
     assert rows[1]["posterior/word_f1"] == pytest.approx(metrics["posterior/word_f1"])
     assert rows[1]["lexicon_f1"] == pytest.approx(metrics["lexicon_f1"])

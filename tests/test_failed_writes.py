@@ -152,9 +152,9 @@ def test_a_full_disk_mid_run(mlflow_store, monkeypatch):
 class ToyWithArtifact(Toy):
     """The toy whose end logs an artifact, as every trainer's end logs its segmenter."""
 
-    def final(self, step: int) -> dict[str, float]:
+    def finish(self, job) -> dict[str, float]:
         log_text("the end", "end.txt")
-        return super().final(step)
+        return super().finish(job)
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ cadences, stop requests, the end), on a toy model."""
 
 import ast
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -11,8 +11,9 @@ import torch
 from mlflow.tracking import MlflowClient
 
 import segrl.jobs
+from segrl.config import TrackingConfig
 from segrl.errors import ConfigError
-from segrl.jobs import RUNS_ROOT, Job, RunDir, TrainingInterrupted
+from segrl.jobs import RUNS_ROOT, Cadence, Job, RunDir, TrainingInterrupted
 
 
 @dataclass
@@ -20,6 +21,9 @@ class ToyConfig:
     steps: int = 12
     lr: float = 0.05
     out: str | None = None
+    tracking: TrackingConfig = field(
+        default_factory=lambda: TrackingConfig(experiment="toy", run_name="toy")
+    )
 
 
 RESUMABLE = {"steps", "out"}
@@ -27,7 +31,10 @@ RESUMABLE = {"steps", "out"}
 
 class Toy:
     """A linear model fitted by SGD on fresh random inputs each step (so resumption must restore
-    the RNG), with what a trainer hands its job."""
+    the RNG), as a job's ``Trainable``."""
+
+    label = "training"
+    shown = ()
 
     def __init__(self, config: ToyConfig):
         torch.manual_seed(0)
@@ -45,20 +52,21 @@ class Toy:
         self.optimizer.step()
         return {"loss": loss.item()}
 
-    def save(self) -> dict:
-        self.saved.append(self.job.step)
+    def state_dict(self) -> dict:
+        if self.job is not None:  # the steps saved at (the module's example gives it no job)
+            self.saved.append(self.job.step)
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
 
-    def restore(self, state: dict) -> None:
+    def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
 
-    def evaluate(self, step: int) -> dict[str, float]:
+    def evaluate(self, step: int, job: Job) -> dict[str, float]:
         self.evaluated.append(step)
         return {"weight": float(self.model.weight.detach().sum())}
 
-    def final(self, step: int) -> dict[str, float]:
-        return {"weight": float(self.model.weight.detach().sum()), "step": float(step)}
+    def finish(self, job: Job) -> dict[str, float]:
+        return {"weight": float(self.model.weight.detach().sum()), "step": float(job.step)}
 
 
 def run_toy(
@@ -66,25 +74,15 @@ def run_toy(
 ) -> Toy:
     toy = toy(config)
     run = RunDir.open(config, config.out, Path(RUNS_ROOT) / "toy", RESUMABLE, config.steps)
-    job = toy.job = Job(
-        run,
-        config,
-        steps=config.steps,
-        experiment="toy",
-        run_name="toy",
-        save=toy.save,
-        restore=toy.restore,
-        evaluate=toy.evaluate,
-        log_every=4,
-        eval_every=3,
-        checkpoint_every=5,
-        max_minutes=max_minutes,
-        on_step=on_step,
+    cadence = Cadence(
+        config.steps, log_every=4, eval_every=3, checkpoint_every=5, max_minutes=max_minutes
     )
+    job = toy.job = Job(run, toy, cadence, on_step=on_step)
     with job:
         for step in job.loop():
             job.end_step(step, toy.update())
-        toy.metrics = job.finish(toy.final, keep_checkpoint=keep_checkpoint)
+        toy.result = job.finish(keep_checkpoint=keep_checkpoint)
+        toy.metrics = toy.result.metrics
     return toy
 
 
@@ -100,12 +98,14 @@ def test_the_module_example_is_true(mlflow_store):
     config = ToyConfig(steps=120, out=str(mlflow_store / "run"))
     toy = Toy(config)
     scope = {
-        "Path": Path, "RUNS_ROOT": RUNS_ROOT, "RunDir": RunDir, "Job": Job, "RESUMABLE": RESUMABLE,
-        "config": config, "steps": config.steps, "model": toy.model, "optimizer": toy.optimizer,
-        "update": toy.update, "evaluate": toy.evaluate, "final": toy.final,
+        "Path": Path, "RUNS_ROOT": RUNS_ROOT, "RunDir": RunDir, "Job": Job, "Cadence": Cadence,
+        "RESUMABLE": RESUMABLE, "config": config, "steps": config.steps, "trainable": toy,
+        "update": toy.update,
     }  # fmt: skip
     exec(compile(module_example(), "segrl.jobs example", "exec"), scope)
-    assert scope["metrics"]["step"] == 120.0
+    toy.job = scope["job"]
+    result = scope["result"]
+    assert result.metrics["step"] == 120.0 and result.step == 120 and result.resumed_from is None
     assert toy.evaluated == [100]  # every eval_every (100) steps before the last
     run = RunDir(mlflow_store / "run")
     assert run.finished and run.info["step"] == 120 and run.info["steps"] == 120

@@ -50,7 +50,7 @@ def test_lm_train_logs_an_slm_segmenter_and_resumes(corpus, mlflow_store, capsys
         gold=GoldConfig(max_words=200),
         tracking=TrackingConfig(experiment="lm"),
     )
-    metrics = train_lm_segmenter(config, corpus, gold)
+    metrics = train_lm_segmenter(config, corpus, gold).metrics
     assert 0 <= metrics["boundary_f1"] <= 1 and 0 < metrics["units_per_char"] <= 1
     assert 0 < metrics["bits_per_char"] < 8
     runs = segmenter_runs("lm")
@@ -117,7 +117,8 @@ def test_lm_train_has_a_step_budget_and_resumes_mid_epoch_exactly(corpus, mlflow
         train_lm_segmenter(config("b"), corpus, gold, on_step=lambda step, stats: step == stop)
     resumed = train_lm_segmenter(config("b"), corpus, gold)
     without_time = lambda m: {k: v for k, v in m.items() if k != "train_seconds"}  # noqa: E731
-    assert without_time(resumed) == without_time(straight)
+    assert without_time(resumed.metrics) == without_time(straight.metrics)
+    assert resumed.resumed_from == stop and straight.resumed_from is None
     a, b = load_lm(mlflow_store / "a" / "best"), load_lm(mlflow_store / "b" / "best")
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), name

@@ -369,8 +369,8 @@ def test_trained_nvib_keeps_fewer_vectors_in_upper_layers(
         "train.lr": 3e-3,
         "train.optimizer": "adam",
         "train.grad_clip": 1.0,
-        "train.threads": 1,
-        "train.eval_every": 1000,
+        "threads": 1,
+        "eval_every": 1000,
         "gold.max_words": 50,
         "eval.gold_words_during_training": 20,
         "eval.robustness": False,
@@ -399,7 +399,7 @@ def test_shipped_configs(name):
     if name.endswith("paper"):
         # the paper: width 512, "approximately 12-17 million trainable parameters"
         assert config.arch.dim == 512 and 12e6 <= parameters <= 17e6, parameters
-        assert (config.train.batch_size, config.train.device) == (512, "cuda")
+        assert (config.train.batch_size, config.device) == (512, "cuda")
     if name.startswith("nvib"):
         assert config.arch.nvib_layers == 3 and 0 < config.arch.alpha_delta <= 0.25
     vocab = CharVocab.from_texts(TEXTS, PLACEHOLDER)

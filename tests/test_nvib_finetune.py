@@ -281,9 +281,7 @@ def test_finetuning_refuses_a_model_of_another_vocabulary(tmp_path, small_corpus
 def test_units_cli_finetune(mlflow_store, small_corpus_file, tmp_path, capsys):
     folder = tmp_path / "transformer"
     tiny = {f"arch.{k}": v for k, v in SHAPE.items()}
-    tiny.update(
-        {"eval.robustness": "false", "eval.figure_valid_sentences": 1, "train.log_every": 2}
-    )
+    tiny.update({"eval.robustness": "false", "eval.figure_valid_sentences": 1, "log_every": 2})
     args = ["units", "train", "--model", "transformer", "--steps", "8", "--out", str(folder)]
     args += ["--corpus", str(small_corpus_file), "--gold-max-words", "30", "--threads", "1"]
     assert main(args + [f"--set={k}={v}" for k, v in tiny.items()]) == 0

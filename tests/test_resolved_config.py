@@ -169,13 +169,13 @@ def test_a_units_train_run_names_every_option(mlflow_store, small_corpus_file):
             "out": str(mlflow_store / "units"),
         },
     )
-    assert config.train.threads is None and config.init_from is None
+    assert config.threads is None and config.init_from is None
     result = train_unit_model(config)
-    params, resolved = logged(result.run_id, result.folder, type(config))
-    assert params["train.device"] == "cpu" and params["init_from"] == ""
-    assert int(params["train.threads"]) >= 1
+    params, resolved = logged(result.run_id, result.run_dir, type(config))
+    assert params["device"] == "cpu" and params["init_from"] == ""
+    assert int(params["threads"]) >= 1
     assert params["tracking.run_name"] == "stride"
-    assert load_config(type(config), result.folder / REQUESTED_FILE) == config
+    assert load_config(type(config), result.run_dir / REQUESTED_FILE) == config
 
 
 def test_lm_defaults_by_user_and_text():

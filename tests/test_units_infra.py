@@ -37,9 +37,9 @@ TINY = {
     "arch.encoder_layers": 2,
     "arch.decoder_layers": 1,
     "train.batch_size": 16,
-    "train.eval_every": 1000,
-    "train.log_every": 5,
-    "train.threads": 1,
+    "eval_every": 1000,
+    "log_every": 5,
+    "threads": 1,
     "gold.max_words": 60,
     "eval.gold_words_during_training": 30,
     "eval.robustness_sentences": 8,
@@ -151,7 +151,7 @@ def test_trainer_reads_an_update_back_and_refuses_a_non_finite_loss():
     corpus = load_corpus()
     config = build_units_config("transformer", None, {"arch.dim": 16, "arch.feed_forward": 16})
     model = model_class("transformer")(config.arch, len(corpus.vocab))
-    trainer = UnitTrainer(model, corpus.vocab, config.train, torch.device("cpu"))
+    trainer = UnitTrainer(model, corpus.vocab, config.train, torch.device("cpu"), config.seed)
     batch = trainer.batch(corpus.train[:4], step=0)
     assert batch.noisy_texts == noised(corpus.train[:4], config.train.deletion_prob, 0, 0)
     before = [p.detach().clone() for p in model.parameters()]
@@ -263,7 +263,7 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     config = tiny_config(small_corpus_file, tmp_path, **{"train.steps": 200, "train.lr": 3e-3})
     corpus = load_corpus(config.data)
     model = TransformerAutoencoder(config.arch, len(corpus.vocab))
-    torch.manual_seed(config.train.seed)
+    torch.manual_seed(config.seed)
     before, _ = reconstruction_metrics(model, corpus.vocab, corpus.valid)
     result = train_unit_model(config)
     assert result.metrics[RECONSTRUCTION] < before[RECONSTRUCTION] - 0.5
@@ -276,9 +276,9 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     artifacts = mlflow_store / "mlruns"
     assert list(artifacts.rglob("attention/sentence_0.png"))
     assert list(artifacts.rglob("robustness/accuracy.png"))
-    assert not (result.folder / CHECKPOINT_FILE).exists()
+    assert not (result.run_dir / CHECKPOINT_FILE).exists()
     # the saved model gives the same segments as the trained one
-    loaded, vocab, saved_config = load_unit_model(result.folder)
+    loaded, vocab, saved_config = load_unit_model(result.run_dir)
     assert saved_config == config
     texts = corpus.test[:5]
     with torch.no_grad():
@@ -290,7 +290,9 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     logged = load_segmenter(f"runs:/{result.run_id}/model")
     assert logged.kind == "units"
     assert logged.segment_sentences(texts) == segment_texts(loaded, vocab, texts)
-    assert load_segmenter(result.folder).segment_sentences(texts) == logged.segment_sentences(texts)
+    assert load_segmenter(result.run_dir).segment_sentences(texts) == logged.segment_sentences(
+        texts
+    )
     with pytest.raises(ConfigError, match="already holds a trained model"):
         train_unit_model(config)
 
@@ -300,7 +302,7 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
 def test_interrupted_training_resumes_to_the_same_model(
     model, mlflow_store, small_corpus_file, tmp_path, monkeypatch
 ):
-    common = {"train.steps": 12, "train.checkpoint_every": 4, "eval.robustness": False}
+    common = {"train.steps": 12, "checkpoint_every": 4, "eval.robustness": False}
     straight = tiny_config(small_corpus_file, tmp_path / "a", model, **common)
     expected = train_unit_model(straight)
 
@@ -326,8 +328,8 @@ def test_interrupted_training_resumes_to_the_same_model(
         train_unit_model(other)
     resumed = train_unit_model(interrupted)
     assert resumed.resumed_from == 7
-    first, _, _ = load_unit_model(expected.folder)
-    second, _, _ = load_unit_model(resumed.folder)
+    first, _, _ = load_unit_model(expected.run_dir)
+    second, _, _ = load_unit_model(resumed.run_dir)
     for (name, a), b in zip(first.state_dict().items(), second.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert resumed.metrics[RECONSTRUCTION] == pytest.approx(expected.metrics[RECONSTRUCTION])
@@ -434,10 +436,10 @@ def test_paper_configs_train_a_few_steps_on_cpu(name, mlflow_store, small_corpus
         "out": str(tmp_path / name),
         "train.steps": 2,
         "train.batch_size": 4,
-        "train.device": "cpu",
-        "train.log_every": 1,
-        "train.eval_every": 1000,
-        "train.threads": 1,
+        "device": "cpu",
+        "log_every": 1,
+        "eval_every": 1000,
+        "threads": 1,
         "gold.max_words": 20,
         "eval.gold_words_during_training": 10,
         "eval.robustness": False,

@@ -169,7 +169,7 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
         data=bundled_utterances(120), steps=2, batch_size=32, out=str(mlflow_store / "run")
     )
     config.lm.hidden_dim = config.lm.speller_dim = 32
-    metrics = train_lm_segmenter(config)
+    metrics = train_lm_segmenter(config).metrics
     assert 0 <= metrics["word_f1"] <= 1 and 0 <= metrics["posterior/word_f1"] <= 1
     assert "boundary_f1" not in metrics  # no gold words: the spaces are the gold
     # the saved model carries the settings for words: a word's length limit, the character context

@@ -10,7 +10,14 @@ from typing import ClassVar, Literal
 
 from segrl.agents.policies import PolicyConfig
 from segrl.agents.registry import AgentName, AgentSpec, agent_spec, agent_tables
-from segrl.config import NO_LIMIT, DataConfig, GoldConfig, TrackingConfig, check_threads
+from segrl.config import (
+    NO_LIMIT,
+    CadenceOptions,
+    DataConfig,
+    GoldConfig,
+    RunOptions,
+    TrackingConfig,
+)
 from segrl.envs.setup import EnvConfig
 from segrl.errors import ConfigError
 from segrl.evaluators.registry import EvaluatorConfig
@@ -168,8 +175,11 @@ class PPOConfig:
 
 
 @dataclass
-class TrainConfig:
-    """``segrl train``: train an agent to segment, rewarded by an evaluator; log it to MLflow."""
+class TrainConfig(RunOptions, CadenceOptions):
+    """``segrl train``: train an agent to segment, rewarded by an evaluator; log it to MLflow. Its
+    run options (``out``, ``seed``, ``device``, ``threads``) and cadences (``log_every``,
+    ``eval_every``, ``checkpoint_every``) are every job's (``RunOptions``, ``CadenceOptions``); its
+    budget is the agent's table's ``steps`` (``TrainConfig.steps``)."""
 
     agent: AgentName = "reinforce"
     """The training algorithm (``reinforce``, ``ppo``, ``ppo-batched``; ``segrl.agents.registry``)."""
@@ -182,29 +192,27 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    out: str | None = None
-    """The run folder (config, checkpoint, final segmenter). Run again with the same folder to resume
-    an interrupted run. None: ``runs/<name>``, the first such folder whose unfinished run has the
-    same config, else a new one (resolved to the folder chosen)."""
-    seed: int = 0
-    """Seed of the policy's initialisation, sampling, and sentence order."""
-    device: str = "auto"
-    """Where the policy and the LM run: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
-    ``cuda:N``."""
-    threads: int | None = None
-    """PyTorch CPU threads (None: PyTorch's default, resolved to its count where the job starts)."""
     gold_heldout_fraction: float = 0.1
     """Gold evaluator: the fraction of gold words kept out of the rewards and scored at the end."""
-    eval_every: int = 250
-    """Steps between evaluations on held-out text (agreement with the reference, gold metrics)."""
     eval_gold_words: int = 2000
     """Gold words in the periodic evaluation (the final one uses the whole gold set)."""
-    checkpoint_every: int = 50
-    """Steps between checkpoints of the run folder (a resumed run starts from the last one)."""
-    log_every: int = 10
     max_minutes: float | None = None
     """Stop training after this many minutes (checkpointed and evaluated as at the last step); None
     (resolved: ``NO_LIMIT``, -1): no time limit."""
+
+    RESUMABLE: ClassVar[frozenset[str]] = (
+        RunOptions.RESUMABLE
+        | CadenceOptions.RESUMABLE
+        | {
+            "evaluator.cache_dir",
+            *(f"{table}.steps" for table in agent_tables()),
+            "eval_gold_words",
+            "max_minutes",
+        }
+    )
+    """Options that may differ when a run is resumed (they do not change what was trained so far):
+    every job's (``RunOptions.RESUMABLE``, ``CadenceOptions.RESUMABLE``), every agent's budget, the
+    time limit, the periodic evaluation's size, Morfessor's cache."""
 
     OLD_NAMES: ClassVar[dict[str, str]] = {"segmenter": "policy"}
     """Options under their old names, read as the new ones (``build_config``): config files and run
@@ -224,15 +232,12 @@ class TrainConfig:
                 f"log-odds; here agent {self.agent!r}, evaluator {self.evaluator.name!r}"
             )
         self._check_per_action_gradient()
-        if min(self.eval_every, self.checkpoint_every, self.log_every) < 1:
-            raise ConfigError(
-                f"{prefix}eval_every, checkpoint_every and log_every must be at least 1"
-            )
+        self.check_cadences(prefix)
         if not 0.0 < self.gold_heldout_fraction < 1.0:
             raise ConfigError(f"{prefix}gold_heldout_fraction must be between 0 and 1")
         if self.max_minutes not in (None, NO_LIMIT) and self.max_minutes <= 0:
             raise ConfigError(f"{prefix}max_minutes must be positive")
-        check_threads(self.threads)
+        self.check_run_options()
 
     def _check_hidden_spaces_lm(self) -> None:
         """With hidden spaces the LM evaluator may learn from nothing that carries them: neither
@@ -311,26 +316,6 @@ class TrainConfig:
         if self.env.hide_spaces:
             parts.append("hidden")
         return "-".join(parts)
-
-
-RESUMABLE_CHANGES = frozenset(
-    {
-        "evaluator.cache_dir",
-        *(f"{table}.steps" for table in agent_tables()),
-        "eval_every",
-        "eval_gold_words",
-        "checkpoint_every",
-        "log_every",
-        "max_minutes",
-        "device",
-        "threads",
-        "out",
-        "tracking.run_name",
-        "tracking.experiment",
-    }
-)
-"""Options that may differ when a run is resumed (they do not change what was trained so far): every
-agent's budget among them."""
 
 
 def can_read_teacher(config: TrainConfig) -> bool:

@@ -27,6 +27,7 @@ LM_TRAIN_FLAGS = (
     Flag("--steps", "steps", int, "N", old_names=("--max-steps",)),
     Flag("--eval-gold-words", "eval_gold_words", int, "N"),
     Flag("--train-seed", "seed", int, "N"),
+    Flag("--threads", "threads", int, "N"),
     Flag("--out", "out", str, "DIR"),
 )
 """``segrl lm train``'s own flags (with the model's, ``LM_FLAGS``), options of ``LMTrainConfig``."""
@@ -78,7 +79,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     for title, table in command_flags(LM_TRAIN, LM_TRAIN_FLAGS):
         table.add_to(train, title)
-    _add_threads(train)
     add_job_args(train, LM_SET_EXAMPLE)
     train.set_defaults(func=run_train, _config_of=lm_train_config)
 
@@ -123,12 +123,11 @@ def run_train(args: argparse.Namespace) -> int:
     from segrl.tracking.store import ensure_reachable
 
     config = lm_train_config(args)
-    _threads(args)
     ensure_reachable()
     corpus = load_corpus(config.data)
     gold = None if corpus.gold_from_spaces else load_gold(config.gold.path, config.gold.max_words)
     print(f"corpus: {corpus.settings['source']}: {len(corpus.train)} training sentences")
-    metrics = train_lm_segmenter(config, corpus, gold)
+    metrics = train_lm_segmenter(config, corpus, gold).metrics
     print(f"[slm] {metrics_summary(metrics)}, held-out {metrics['bits_per_char']:.3f} bits/char")
     posterior = posterior_metrics(metrics)
     if posterior:

@@ -157,9 +157,9 @@ UNITS = "segrl.units.config:UnitsConfig"
 RUNTIME_FLAGS = FlagTable(
     UNITS,
     (
-        Flag("--device", "train.device", str, "NAME"),
+        Flag("--device", "device", str, "NAME"),
         Flag("--precision", "train.precision", str, "{fp32,bf16,fp16}"),
-        Flag("--threads", "train.threads", int, "N"),
+        Flag("--threads", "threads", int, "N"),
     ),
 )
 TRAINING_FLAGS = FlagTable(
@@ -168,7 +168,7 @@ TRAINING_FLAGS = FlagTable(
         Flag("--steps", "train.steps", int, "N"),
         Flag("--batch-size", "train.batch_size", int, "N"),
         Flag("--lr", "train.lr", float, "X"),
-        Flag("--train-seed", "train.seed", int, "N"),
+        Flag("--train-seed", "seed", int, "N"),
     ),
     show_defaults=False,  # each model has its own (``UnitModel.train_defaults``)
 )
@@ -198,9 +198,14 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
     add_job_args(parser, "arch.dim=256 --set train.lr=3e-4")
 
 
+TOP_KEYS = ("model", "out", "seed", "device", "threads")
+"""The options at the top of ``UnitsConfig`` that flags set (every job's run options among them);
+every other flag's dest is a dotted key."""
+
+
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Config keys given as flags (dests that are dotted keys, plus ``model`` and ``out``)."""
-    keys = {k: v for k, v in vars(args).items() if "." in k or k in ("model", "out")}
+    """Config keys given as flags (dests that are dotted keys, plus ``TOP_KEYS``)."""
+    keys = {k: v for k, v in vars(args).items() if "." in k or k in TOP_KEYS}
     return {k: v for k, v in keys.items() if v is not None}
 
 
@@ -226,7 +231,7 @@ def report_training(config, result) -> int:
     if result.resumed_from:
         print(f"resumed from step {result.resumed_from}")
     print(format_metrics(config.tracking.run_name or config.model, result.metrics))
-    print(f"model: {result.folder}  (segrl units eval {result.folder})")
+    print(f"model: {result.run_dir}  (segrl units eval {result.run_dir})")
     print(where_to_look(config.tracking.experiment))
     return 0
 

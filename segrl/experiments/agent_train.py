@@ -8,7 +8,8 @@ Reading guide (``segrl train --agent reinforce``, from the command to the update
 
 - **The loop** is ``train_sentence_agent`` below: ``for step in job.loop()``, one update of the
   learner, one co-training step of the evaluator, then ``job.end_step``, which logs, evaluates and
-  checkpoints at the cadences the job (``segrl.jobs.Job``) was given once, in ``agent_job``.
+  checkpoints at the cadences the job (``segrl.jobs.Job``) was given once, in ``agent_job``; what
+  it trains, as the job sees it, is an ``AgentTraining`` (checkpoint, evaluation, end).
 - **The update** is ``Reinforce.step`` (``segrl.agents.reinforce``): sample every decision of a
   batch of sentences, get their rewards, ``reinforce_loss``, one Adam step, the baseline's own step.
   The batched PPO's is ``BatchedPPO.step`` (``segrl.agents.ppo_batched``); SB3's PPO runs its own
@@ -35,13 +36,13 @@ import importlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from segrl.agents.config import RESUMABLE_CHANGES, TrainConfig, can_read_teacher
+from segrl.agents.config import TrainConfig, can_read_teacher
 from segrl.agents.evaluation import evaluate_agent
 from segrl.agents.policies import SegmenterPolicy
 from segrl.agents.ppo_batched import make_batched_ppo
@@ -53,7 +54,7 @@ from segrl.data import Corpus, GoldWord, load_corpus
 from segrl.envs.setup import has_decision
 from segrl.envs.vector import VectorSentenceSegmentEnv
 from segrl.evaluators.registry import evaluator_patience
-from segrl.jobs import RUNS_ROOT, Job, JobStart, RunDir, resolve_job_tables
+from segrl.jobs import RUNS_ROOT, Cadence, Job, JobStart, RunDir, TrainResult, resolve_job_tables
 from segrl.lm.config import resolve_lm_config
 from segrl.metrics import (
     BOUNDARY_F1,
@@ -70,18 +71,6 @@ from segrl.tracking.store import ensure_reachable
 AGENT_KIND = "agent"
 SEGMENTER_DIR = "segmenter"
 """Where a finished run's folder keeps the trained segmenter."""
-
-
-@dataclass
-class TrainResult:
-    """What a finished training run leaves: its final metrics and where everything is."""
-
-    metrics: dict[str, float]
-    run_dir: Path
-    run_id: str
-    step: int
-    resumed_from: int | None
-    """The checkpoint step training resumed from (None for a fresh run)."""
 
 
 def train(config: TrainConfig, **options: Any) -> TrainResult:
@@ -142,34 +131,76 @@ def train_sentence_agent(
     )
     learner = make_learner(config, policy.to(device), device)
     env = VectorSentenceSegmentEnv(learner.sentences_per_step, seed=config.seed, setup=setup)
-    observation = env.reset()
     segmenter = AgentSegmenter(
         policy, task.corpus.vocab, config.env.hide_spaces, device, task.evaluator.teacher
     )
-
-    def save() -> dict[str, Any]:
-        return {
-            "learner": learner.state_dict(),
-            "evaluator": task.evaluator.state_dict(),
-            "env": env.state_dict(),
-        }
-
-    def restore(state: dict[str, Any]) -> None:
-        nonlocal observation
-        learner.load_state_dict(state["learner"])
-        task.evaluator.load_state_dict(state["evaluator"])
-        observation = env.load_state_dict(state["env"])
-
-    job = agent_job(config, run, learner.steps, save, restore, segmenter, task, on_step)
+    training = SentenceAgentTraining(segmenter, task, run, learner, env)
+    job = agent_job(run, training, learner.steps, on_step)
     with job:
         if job.resumed_from is None:
-            start_fresh(segmenter, task, config, segmenter_name(run))
+            start_fresh(segmenter, task, config, training.label)
         for step in job.loop():
-            observation, stats, batch = learner.step(env, observation)  # the update
+            training.observation, stats, batch = learner.step(env, training.observation)
             stats.update({f"evaluator/{k}": v for k, v in task.evaluator.update(batch).items()})
             job.end_step(step, stats)
-        metrics = job.finish(lambda step: finish(segmenter, task, run, config, step, job))
-    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], job.step, job.resumed_from)
+        return job.finish()
+
+
+class AgentTraining:
+    """An agent's training as its job sees it (``segrl.jobs.Trainable``), whatever the agent: the
+    periodic evaluation (``evaluate_and_log``), the end (``finish``), the evaluator's part of a
+    checkpoint; each agent adds its learner's part (``SentenceAgentTraining``, SB3's
+    ``SB3Training``)."""
+
+    shown = ("reward", "morfessor_boundary_f1")
+
+    def __init__(self, segmenter: AgentSegmenter, task: TrainingTask, run: RunDir):
+        self.segmenter = segmenter
+        self.task = task
+        self.run = run
+        self.label = segmenter_name(run)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"evaluator": self.task.evaluator.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.task.evaluator.load_state_dict(state["evaluator"])
+
+    def evaluate(self, step: int, job: Job) -> dict[str, float]:
+        return evaluate_and_log(self.segmenter, self.task, step)
+
+    def finish(self, job: Job) -> dict[str, float]:
+        return finish(self.segmenter, self.task, self.run, self.run.config, job.step, job)
+
+
+class SentenceAgentTraining(AgentTraining):
+    """``AgentTraining`` with a ``SentenceLearner`` on the batched ``SentenceSegment`` env: the
+    learner and the sentences in progress (``observation``) are checkpointed too."""
+
+    def __init__(
+        self,
+        segmenter: AgentSegmenter,
+        task: TrainingTask,
+        run: RunDir,
+        learner: SentenceLearner,
+        env: VectorSentenceSegmentEnv,
+    ):
+        super().__init__(segmenter, task, run)
+        self.learner = learner
+        self.env = env
+        self.observation = env.reset()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "learner": self.learner.state_dict(),
+            **super().state_dict(),
+            "env": self.env.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.learner.load_state_dict(state["learner"])
+        super().load_state_dict(state)
+        self.observation = self.env.load_state_dict(state["env"])
 
 
 def prepare_job(
@@ -200,7 +231,7 @@ def open_run(config: TrainConfig, corpus: Corpus) -> RunDir:
     def resolve(given: TrainConfig, folder: Path) -> TrainConfig:
         return resolve_train_config(given, start.at(folder))
 
-    return RunDir.open(config, config.out, default, RESUMABLE_CHANGES, config.steps, resolve)
+    return RunDir.open(config, config.out, default, config.RESUMABLE, config.steps, resolve)
 
 
 def train_start(config: TrainConfig, corpus: Corpus) -> JobStart:
@@ -287,38 +318,26 @@ def segmenter_name(run: RunDir) -> str:
 
 
 def agent_job(
-    config: TrainConfig,
     run: RunDir,
+    training: AgentTraining,
     steps: int,
-    save: Callable[[], dict[str, Any]],
-    restore: Callable[[dict[str, Any]], None],
-    segmenter: AgentSegmenter,
-    task: TrainingTask,
     on_step: Callable[[int, dict[str, float]], bool] | None,
     metric_step: int = 1,
 ) -> Job:
     """The ``segrl.jobs.Job`` of an agent's training, whatever the agent: the (resolved) config's
-    cadences, the periodic evaluation (``evaluate_and_log``), MLflow's experiment, run name (the
-    segmenter's name, ``segmenter_name``, unless ``--run-name``) and tags."""
-    return Job(
-        run,
-        config,
-        steps=steps,
-        experiment=config.tracking.experiment,
-        run_name=config.tracking.run_name,
-        save=save,
-        restore=restore,
-        evaluate=lambda step: evaluate_and_log(segmenter, task, step),
-        tags={"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())},
+    budget (``steps``) and cadences, MLflow's tags (the run's experiment and name, the segmenter's
+    name unless ``--run-name``, are the resolved config's)."""
+    config = run.config
+    cadence = Cadence(
+        steps,
         log_every=config.log_every,
         eval_every=config.eval_every,
         checkpoint_every=config.checkpoint_every,
         max_minutes=config.max_minutes,
-        on_step=on_step,
         metric_step=metric_step,
-        show=("reward", "morfessor_boundary_f1"),
-        desc=segmenter_name(run),
     )
+    tags = {"segrl.agent": config.agent, "segrl.run_dir": str(run.path.resolve())}
+    return Job(run, training, cadence, tags=tags, on_step=on_step)
 
 
 def start_fresh(

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from segrl.config import DataConfig, GoldConfig, TrackingConfig, validate_config
+from segrl.config import DataConfig, GoldConfig, RunOptions, TrackingConfig, validate_config
 from segrl.data import (
     Corpus,
     GoldWord,
@@ -44,7 +44,7 @@ from segrl.data import (
 )
 from segrl.data.batching import training_batches
 from segrl.errors import ConfigError
-from segrl.jobs import RUNS_ROOT, Job, JobStart, RunDir, resolve_job_tables
+from segrl.jobs import RUNS_ROOT, Cadence, Job, JobStart, RunDir, TrainResult, resolve_job_tables
 from segrl.lm.base import SegmentLM
 from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, table_lm
 from segrl.lm.decoding import LM_KIND, LMSegmenter
@@ -62,17 +62,13 @@ from segrl.metrics import (
     evaluate_word_discovery,
     evaluate_word_segmenter,
 )
-from segrl.runtime import resolve_device, seed_everything
+from segrl.runtime import resolve_device, seed_everything, set_threads
 from segrl.segmentation import render
 from segrl.tracking.models import log_segmenter_model
 from segrl.tracking.runs import log_data, log_metrics, log_segmenter
 
 LOG_EVERY = 50
 """Steps between logs of the training bits per character (their mean)."""
-RESUMABLE_CHANGES = frozenset(
-    {"epochs", "steps", "patience", "eval_gold_words", "device", "out", "tracking.", "gold."}
-)
-"""Options that may change when a run resumes (more epochs or steps may be asked for)."""
 CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PER_CHAR)
 """What the epochs' gold sample logs (as ``eval/<name>``): the curve of the segmentation."""
 
@@ -85,8 +81,10 @@ def segmenter_lm() -> LMConfig:
 
 
 @dataclass
-class LMTrainConfig:
-    """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter."""
+class LMTrainConfig(RunOptions):
+    """``segrl lm train``: train ``slm`` by marginal likelihood and use it as a segmenter. Its run
+    options (``out``: ``runs/lm-train``, ``-2``, ... by default; ``seed``, ``device``,
+    ``threads``) are every job's (``RunOptions``); its cadences follow its epochs."""
 
     lm: LMConfig = field(default_factory=segmenter_lm)
     """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here (the options
@@ -125,23 +123,27 @@ class LMTrainConfig:
     segmentation's curve beside the held-out bits per character, to the stopping point (a fixed
     sample of the gold set, the same at every epoch and in every seed; 0: none; word discovery
     scores its test utterances at the end only)."""
-    device: str = "auto"
-    """Where the model trains: ``auto`` (a GPU where there is one), ``cpu``, ``cuda`` or
-    ``cuda:N``."""
-    seed: int = 0
-    """Seed of the model's initialisation and of the order of its texts."""
-    out: str | None = None
-    """The run folder (``segrl.jobs``): checkpoint and best model; None: ``runs/lm-train`` (or
-    ``-2``, ...). A run with the same config resumes from its checkpoint."""
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    RESUMABLE: ClassVar[frozenset[str]] = RunOptions.RESUMABLE | {
+        "epochs",
+        "steps",
+        "patience",
+        "eval_gold_words",
+        "tracking.",
+        "gold.",
+    }
+    """Options that may change when a run resumes: every job's (``RunOptions.RESUMABLE``); more
+    epochs or steps may be asked for."""
 
     OLD_NAMES: ClassVar[dict[str, str]] = {"max_steps": "steps"}
     """Options under their old names, read as the new ones: config files and run folders saved
     when the budget was ``max_steps`` still load."""
 
     def check(self, prefix: str) -> None:
+        self.check_run_options()
         if self.eval_gold_words < 0:
             raise ConfigError(
                 f"{prefix}eval_gold_words must be at least 0, got {self.eval_gold_words}"
@@ -174,6 +176,7 @@ def resolve_lm_train_config(config: LMTrainConfig, start: JobStart) -> LMTrainCo
         lm=resolve_lm_config(config.lm, text),
         steps=train_steps(config, start.texts),
         device=start.device,
+        threads=start.threads if config.threads is None else config.threads,
     )
     return resolve_job_tables(resolved, start, "slm")
 
@@ -197,8 +200,9 @@ def train_lm_segmenter(
     corpus: Corpus | None = None,
     gold: list[GoldWord] | None = None,
     on_step: Callable[[int, dict[str, float]], bool] | None = None,
-) -> dict[str, float]:
-    """Train, score and log an ``slm`` segmenter (see the module docstring); returns its metrics.
+) -> TrainResult:
+    """Train, score and log an ``slm`` segmenter (see the module docstring); returns its metrics
+    and where it is.
 
     ``on_step(step, stats)`` is called after every update; returning True stops training there as a
     Ctrl-C does (checkpoint, then ``TrainingInterrupted``).
@@ -219,78 +223,140 @@ def train_lm_segmenter(
         config,
         config.out,
         Path(RUNS_ROOT) / "lm-train",
-        RESUMABLE_CHANGES,
+        config.RESUMABLE,
         train_steps(config, len(train)),
         lambda given, folder: resolve_lm_train_config(given, start.at(folder)),
     )
     config = run.config  # resolved: every option a value, as logged
     with run.preparing():
         validate_config(config)
+        set_threads(config.threads)
         model, trainer = lm_and_trainer(config, config.lm, texts, train)
-    curve_gold = (gold or [])[: config.eval_gold_words]  # the epochs' fixed sample
-    per_epoch = math.ceil(len(train) / config.batch_size)
-    steps = config.steps
-    # early stopping: the best held-out bits per character, its weights, epochs since it improved
-    # a lexicon that the last pruning changed by more than SETTLED_PRUNING (segrl.lm.training) is
-    # not settled yet: its model is the new best whatever its held-out bits, and early stopping
-    # starts again from it
-    progress = {"best_bpc": float("inf"), "bad_epochs": 0, "epoch_losses": [], "settled": True}
-    best = copy.deepcopy(model.state_dict())
-    epoch_started = time.perf_counter()
+    training = LMTraining(config, model, trainer, run, corpus, texts, gold, (train, valid, test))
+    per_epoch = training.per_epoch
+    cadence = Cadence(
+        config.steps, log_every=LOG_EVERY, eval_every=per_epoch, checkpoint_every=per_epoch
+    )
+    job = Job(
+        run, training, cadence, on_step=on_step, log_prefix="train_", map_location=model.device
+    )
+    with job:
+        if job.resumed_from is None:
+            log_data(corpus, config.gold.path, gold)
+        else:
+            print(f"continuing after epoch {job.step // per_epoch}", flush=True)
+        if training.progress["bad_epochs"] >= config.patience:  # stopped early before
+            job.finish_early()
+        batches = training_batches(train, config.batch_size, config.seed, job.step)
+        for step in job.loop():
+            stats = trainer.marginal_step(next(batches))  # the update: -log p(X) per character
+            training.progress["epoch_losses"].append(stats["bits_per_char"])
+            job.end_step(step, {"bits_per_char": stats["bits_per_char"]})
+        return job.finish()
 
-    def save() -> dict[str, Any]:
-        return {"trainer": trainer.state_dict(), "best": best, "progress": dict(progress)}
 
-    def restore(state: dict[str, Any]) -> None:
-        nonlocal best
-        trainer.load_state_dict(state["trainer"])
-        best = state["best"]
-        progress.update(state["progress"])
+class LMTraining:
+    """``segrl lm train``'s model as its job sees it (``segrl.jobs.Trainable``): an epoch's end is
+    the evaluation (held-out bits per character, the best weights kept, early stopping); the end
+    scores, saves and registers the best weights."""
 
-    def end_epoch(step: int) -> dict[str, float]:
+    label = "slm"
+    shown = ("bits_per_char", "valid_bits_per_char")
+
+    def __init__(
+        self,
+        config: LMTrainConfig,
+        model: SegmentLM,
+        trainer: LMTrainer,
+        run: RunDir,
+        corpus: Corpus,
+        texts: Corpus,
+        gold: list[GoldWord] | None,
+        splits: tuple[list[str], list[str], list[str]],
+    ):
+        self.config = config
+        self.model = model
+        self.trainer = trainer
+        self.run = run
+        self.corpus = corpus
+        self.texts = texts
+        """The corpus the model reads (without its spaces in word discovery)."""
+        self.gold = gold
+        """The gold set (None: word discovery, scored on the test utterances)."""
+        self.train, self.valid, self.test = splits
+        self.curve_gold = (gold or [])[: config.eval_gold_words]  # the epochs' fixed sample
+        self.per_epoch = math.ceil(len(self.train) / config.batch_size)
+        # early stopping: the best held-out bits per character, its weights, epochs since it
+        # improved; a lexicon that the last pruning changed by more than SETTLED_PRUNING
+        # (segrl.lm.training) is not settled yet: its model is the new best whatever its held-out
+        # bits, and early stopping starts again from it
+        self.progress = {
+            "best_bpc": float("inf"),
+            "bad_epochs": 0,
+            "epoch_losses": [],
+            "settled": True,
+        }
+        self.best = copy.deepcopy(model.state_dict())
+        self.epoch_started = time.perf_counter()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "trainer": self.trainer.state_dict(),
+            "best": self.best,
+            "progress": dict(self.progress),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.trainer.load_state_dict(state["trainer"])
+        self.best = state["best"]
+        self.progress.update(state["progress"])
+
+    def evaluate(self, step: int, job: Job) -> dict[str, float]:
         """After an epoch (or the budget's part of one): held-out bits per character, the best
         weights kept, early stopping."""
-        nonlocal best, epoch_started
-        epoch = math.ceil(step / per_epoch)
-        valid_bpc = bits_per_char(model, valid, batch_size=config.batch_size)
+        config, model, progress = self.config, self.model, self.progress
+        epoch = math.ceil(step / self.per_epoch)
+        valid_bpc = bits_per_char(model, self.valid, batch_size=config.batch_size)
         losses = progress["epoch_losses"]
         train_bpc = sum(losses) / max(len(losses), 1)
         log_metrics({"valid_bits_per_char": valid_bpc, "epoch": epoch}, step)
         curve = ""
-        if curve_gold:
-            scores = evaluate_word_segmenter(LMSegmenter(model).segment_words, curve_gold)
+        if self.curve_gold:
+            scores = evaluate_word_segmenter(LMSegmenter(model).segment_words, self.curve_gold)
             log_metrics({f"eval/{name}": scores[name] for name in CURVE_METRICS}, step)
             curve = (
                 f"; gold boundary F1 {scores[BOUNDARY_F1]:.3f} at "
                 f"{scores[GOLD_UNITS_PER_CHAR]:.3f} gold units/char"
             )
         if improved(progress, valid_bpc):
-            best = copy.deepcopy(model.state_dict())
+            self.best = copy.deepcopy(model.state_dict())
         # the lexicon's entries that do not pay go once the epoch's model is judged (and kept
         # where best): the next epoch's model is judged after training on without them
-        pruned = trainer.prune_lexicon(min_updates=per_epoch)  # a whole epoch's uses
+        pruned = self.trainer.prune_lexicon(min_updates=self.per_epoch)  # a whole epoch's uses
         if pruned:
             log_metrics(pruned, step)
             curve += f"; lexicon {pruned['lexicon_entries']:.0f} entries"
             progress["settled"] = settled(pruned)
         print(
             f"epoch {epoch}: train {train_bpc:.3f} bits/char, valid {valid_bpc:.3f} "
-            f"({time.perf_counter() - epoch_started:.0f}s){curve}",
+            f"({time.perf_counter() - self.epoch_started:.0f}s){curve}",
             flush=True,
         )
         progress["epoch_losses"] = []
-        epoch_started = time.perf_counter()
+        self.epoch_started = time.perf_counter()
         if progress["bad_epochs"] >= config.patience:
             job.finish_early()
         return {"valid_bits_per_char": valid_bpc}
 
-    def final(step: int) -> dict[str, float]:
+    def finish(self, job: Job) -> dict[str, float]:
         """The last epoch's evaluation (checkpointed with it), then the best weights scored, saved
         and registered."""
-        if step == steps or step % per_epoch:
-            end_epoch(step)
+        config, model, gold, step = self.config, self.model, self.gold, job.step
+        corpus, texts = self.corpus, self.texts
+        if step == config.steps or step % self.per_epoch:
+            self.evaluate(step, job)
             job.save()
-        model.load_state_dict(best)
+        model.load_state_dict(self.best)
         segmenter = LMSegmenter(model)
         posterior = LMSegmenter(model, decoding="posterior").segment_words
         # Viterbi, and the posterior decoding beside it (either is the LM's own segmentation)
@@ -303,42 +369,10 @@ def train_lm_segmenter(
         for name, value in beside.items():
             if not name.startswith(F1_BY_LENGTH):  # the figure by word length stays Viterbi's
                 metrics[f"{POSTERIOR_PREFIX}{name}"] = value
-        metrics[BITS_PER_CHAR] = bits_per_char(model, test, batch_size=config.batch_size)
+        metrics[BITS_PER_CHAR] = bits_per_char(model, self.test, batch_size=config.batch_size)
         metrics["train_seconds"] = job.train_seconds
         samples = "\n".join(render(segmenter.segment_sentence(s)) for s in texts.test[:25]) + "\n"
         log_segmenter("slm", LM_KIND, metrics, samples)
-        saved = save_lm(model, run.path / "best")
+        saved = save_lm(model, self.run.path / "best")
         log_segmenter_model(saved, config.tracking.register)
         return metrics
-
-    job = Job(
-        run,
-        config,
-        steps=steps,
-        experiment=config.tracking.experiment,
-        run_name=config.tracking.run_name or "slm",
-        save=save,
-        restore=restore,
-        evaluate=end_epoch,
-        log_every=LOG_EVERY,
-        eval_every=per_epoch,
-        checkpoint_every=per_epoch,
-        log_prefix="train_",
-        on_step=on_step,
-        show=("bits_per_char", "valid_bits_per_char"),
-        map_location=model.device,
-        desc="slm",
-    )
-    with job:
-        if job.resumed_from is None:
-            log_data(corpus, config.gold.path, gold)
-        else:
-            print(f"continuing after epoch {job.step // per_epoch}", flush=True)
-        if progress["bad_epochs"] >= config.patience:  # stopped early before
-            job.finish_early()
-        batches = training_batches(train, config.batch_size, config.seed, job.step)
-        for step in job.loop():
-            stats = trainer.marginal_step(next(batches))  # the update: -log p(X) per character
-            progress["epoch_losses"].append(stats["bits_per_char"])
-            job.end_step(step, {"bits_per_char": stats["bits_per_char"]})
-        return job.finish(final)

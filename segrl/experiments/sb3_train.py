@@ -42,18 +42,12 @@ from segrl.agents.config import TrainConfig
 from segrl.agents.sb3.policy import build_sb3_model
 from segrl.agents.sb3.vec_env import SegmentVecEnv
 from segrl.agents.segmenter import AgentSegmenter, separator_id
+from segrl.agents.task import TrainingTask
 from segrl.data import Corpus, GoldWord
 from segrl.envs.vector import VectorCharSegmentEnv
 from segrl.evaluators import SegmentationBatch
-from segrl.experiments.agent_train import (
-    TrainResult,
-    agent_job,
-    finish,
-    prepare_job,
-    segmenter_name,
-    start_fresh,
-)
-from segrl.jobs import Job
+from segrl.experiments.agent_train import AgentTraining, agent_job, prepare_job, start_fresh
+from segrl.jobs import Job, RunDir, TrainResult
 from segrl.tracking.runs import log_metrics
 
 
@@ -140,27 +134,12 @@ def train_ppo(
     policy = model.policy.features_extractor.segmenter
     segmenter = AgentSegmenter(policy, task.corpus.vocab, config.env.hide_spaces, device)
     rollout = config.ppo.num_envs * config.ppo.n_steps
-
-    def save() -> dict[str, Any]:
-        buffer = io.BytesIO()
-        model.save(buffer)
-        return {
-            "model": buffer.getvalue(),
-            "evaluator": task.evaluator.state_dict(),
-            "env": venv.state_dict(),
-        }
-
-    def restore(state: dict[str, Any]) -> None:
-        model.set_parameters(io.BytesIO(state["model"]), exact_match=True, device=device)
-        task.evaluator.load_state_dict(state["evaluator"])
-        venv.load_state_dict(state["env"])  # SB3's reset at the start of learn continues them
-        model.num_timesteps = state["step"] * rollout
-
+    training = SB3Training(segmenter, task, run, model, venv, rollout)
     steps = config.ppo.steps
-    job = agent_job(config, run, steps, save, restore, segmenter, task, on_step, rollout)
+    job = agent_job(run, training, steps, on_step, rollout)
     with job:
         if job.resumed_from is None:
-            start_fresh(segmenter, task, config, segmenter_name(run))
+            start_fresh(segmenter, task, config, training.label)
         evaluator_updates = EvaluatorUpdates(venv)
         model.learn(
             total_timesteps=(steps - job.step) * rollout,
@@ -170,8 +149,38 @@ def train_ppo(
         )
         job.raise_if_interrupted()
         model.logger.dump(model.num_timesteps)  # the last update's train/... values
-        metrics = job.finish(lambda step: finish(segmenter, task, run, config, step, job))
-    return TrainResult(metrics, run.path, run.info["mlflow_run_id"], job.step, job.resumed_from)
+        return job.finish()
+
+
+class SB3Training(AgentTraining):
+    """``AgentTraining`` with SB3's PPO: the model's zip (parameters and optimiser) and the
+    episodes in progress are checkpointed too."""
+
+    def __init__(
+        self,
+        segmenter: AgentSegmenter,
+        task: TrainingTask,
+        run: RunDir,
+        model: Any,
+        venv: SegmentVecEnv,
+        rollout: int,
+    ):
+        super().__init__(segmenter, task, run)
+        self.model = model
+        self.venv = venv
+        self.rollout = rollout
+
+    def state_dict(self) -> dict[str, Any]:
+        buffer = io.BytesIO()
+        self.model.save(buffer)
+        return {"model": buffer.getvalue(), **super().state_dict(), "env": self.venv.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        device = self.segmenter.device
+        self.model.set_parameters(io.BytesIO(state["model"]), exact_match=True, device=device)
+        super().load_state_dict(state)
+        self.venv.load_state_dict(state["env"])  # SB3's reset at the start of learn continues them
+        self.model.num_timesteps = state["step"] * self.rollout
 
 
 class MlflowOutputFormat(KVWriter):

@@ -49,7 +49,7 @@ def final_evaluation(
     name = name or config.tracking.run_name or config.model
     metrics = evaluate_unit_model(
         model, vocab, corpus.test, gold, e.batch_size, precision,
-        config.train.deletion_prob, config.train.seed,
+        config.train.deletion_prob, config.seed,
     )  # fmt: skip
     samples = unit_samples(model, vocab, corpus.test[: e.samples], e.batch_size, precision)
     log_segmenter(name, UNITS_KIND, metrics, samples)
@@ -81,7 +81,7 @@ def evaluate_saved_models(
 ) -> list[SavedModelEvaluation]:
     """Evaluate each saved model folder in its own MLflow run (``eval-<name>``), on the test split of
     the corpus it was trained on unless ``overrides`` (dotted keys of its config: ``data.corpus``,
-    ``gold.path``, ``train.device``, ``eval.robustness``, ...) say otherwise. With two or more
+    ``gold.path``, ``device``, ``eval.robustness``, ...) say otherwise. With two or more
     models and robustness on, one more run (``robustness-comparison``) holds their curves together."""
     loaded = []
     for folder in folders:  # read every folder and input before anything is logged
@@ -93,7 +93,7 @@ def evaluate_saved_models(
             config.tracking.experiment = experiment
         corpus = load_corpus(config.data)
         gold = load_gold(config.gold.path, config.gold.max_words)
-        model.to(resolve_device(config.train.device))
+        model.to(resolve_device(config.device))
         loaded.append((Path(folder), model, vocab, config, corpus, gold))
     results = []
     for folder, model, vocab, config, corpus, gold in loaded:

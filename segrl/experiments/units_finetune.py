@@ -21,9 +21,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from segrl.config import flatten_config, read_config_keys
+from segrl.config import current_key, flatten_config, read_config_keys
 from segrl.experiments.units_train import trained_model_folder
-from segrl.units.config import UnitsConfig, build_units_config
+from segrl.units.config import UnitsConfig, build_units_config, units_config_class
 from segrl.units.registry import model_class
 from segrl.units.saving import model_config_file
 
@@ -61,7 +61,9 @@ def finetune_config(
             "tracking.run_name": name,
         }
     )
-    given = read_config_keys(path) if path is not None else set()
+    given = set()  # the options the file sets, under their current names
+    if path is not None:
+        given = {current_key(units_config_class(model), k) for k in read_config_keys(path)}
     values = {k: v for k, v in inherited.items() if k not in given}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return build_units_config(model, path, values, overrides_from)

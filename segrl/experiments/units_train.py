@@ -28,7 +28,7 @@ import random
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,15 @@ from segrl.data.batching import training_batches
 from segrl.data.vocab import CharVocab
 from segrl.errors import ConfigError, DataError, ModelError
 from segrl.experiments.units_eval import UNITS_KIND, final_evaluation
-from segrl.jobs import CHECKPOINT_FILE, Job, JobStart, RunDir, resolve_job_tables
+from segrl.jobs import (
+    CHECKPOINT_FILE,
+    Cadence,
+    Job,
+    JobStart,
+    RunDir,
+    TrainResult,
+    resolve_job_tables,
+)
 from segrl.model_files import is_model_uri, logged_segmenter_folder
 from segrl.runtime import (
     resolve_device,
@@ -47,7 +55,7 @@ from segrl.runtime import (
     set_threads,
 )
 from segrl.tracking.models import log_segmenter_model
-from segrl.tracking.runs import active_run_id, log_data, log_metrics
+from segrl.tracking.runs import log_data, log_metrics
 from segrl.tracking.store import download_model, ensure_reachable
 from segrl.tracking.tags import KIND_TAG
 from segrl.units.base import UnitModel
@@ -56,31 +64,6 @@ from segrl.units.evaluation import evaluate_unit_model
 from segrl.units.registry import model_class
 from segrl.units.saving import MODEL_FILE, build_model, load_unit_model, save_unit_model
 from segrl.units.stepping import UnitTrainer
-
-RESUMABLE_CHANGES = frozenset(
-    {
-        *(
-            f"train.{k}"
-            for k in ("device", "threads", "log_every", "eval_every", "checkpoint_every")
-        ),
-        "eval.",
-        "gold.",
-        "tracking.",
-        "out",
-    }
-)
-"""Options that may change when a run resumes (they do not change what is trained)."""
-
-
-@dataclass
-class TrainResult:
-    metrics: dict[str, float]
-    """Test-set metrics (standard names of ``segrl.metrics`` plus the reconstruction terms)."""
-    folder: Path
-    """The model folder (``segrl units eval FOLDER``)."""
-    run_id: str | None
-    resumed_from: int
-    """The step the run resumed from (0 for a fresh run)."""
 
 
 @contextlib.contextmanager
@@ -146,12 +129,11 @@ def resolve_units_config(config: UnitsConfig, start: JobStart) -> UnitsConfig:
     (``resolve_job_tables``: run folder, corpus and gold set by their names, the run's name: the
     model's)."""
     config = copy.deepcopy(config)
-    train = config.train
-    threads = start.threads if train.threads is None else train.threads
     resolved = replace(
         config,
         init_from=config.init_from or "",
-        train=replace(train, device=start.device, threads=threads),
+        device=start.device,
+        threads=start.threads if config.threads is None else config.threads,
         arch=model_class(config.model).resolve_arch(config.arch),
     )
     return resolve_job_tables(resolved, start, config.model)
@@ -163,7 +145,8 @@ def train_unit_model(
     gold: list[GoldWord] | None = None,
 ) -> TrainResult:
     """Train ``config.model`` as ``config`` says (resuming from its run folder's checkpoint when
-    there is one), evaluate it and log everything to MLflow. Returns the test metrics."""
+    there is one), evaluate it and log everything to MLflow. Returns the test metrics and the run
+    folder, which holds the trained model (``TrainResult.run_dir``)."""
     train = config.train
     # Inputs first: a bad corpus, gold file, option or store stops the run before anything is logged.
     ensure_reachable()
@@ -171,84 +154,43 @@ def train_unit_model(
     gold = gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
     check_inputs(corpus, config)
     check_gold_fits(gold, corpus, config.gold.path)
-    device = resolve_device(train.device)
+    device = resolve_device(config.device)
     folder = config.run_folder
     if (folder / MODEL_FILE).exists() and not (folder / CHECKPOINT_FILE).exists():
         raise ConfigError(
             f"{folder} already holds a trained model; choose another --out folder or run name, "
             "or evaluate it with `segrl units eval`"
         )
-    set_threads(train.threads, "train.threads (--threads)")
-    start = JobStart.of(corpus, train.device, len(corpus.train))
+    set_threads(config.threads)
+    start = JobStart.of(corpus, config.device, len(corpus.train))
     run = RunDir.open(
         config,
         folder,
         folder,
-        RESUMABLE_CHANGES,
+        config.RESUMABLE,
         resolve=lambda given, at: resolve_units_config(given, start.at(at)),
     )
     config, train = run.config, run.config.train  # resolved: every option a value, as logged
     with run.preparing():  # a model it cannot start from leaves no run folder behind
-        seed_everything(train.seed)
+        seed_everything(config.seed)
         vocab = corpus.vocab
         model = build_model(config, len(vocab)).to(device)
-        trainer = UnitTrainer(model, vocab, train, device)
+        trainer = UnitTrainer(model, vocab, train, device, config.seed)
         if config.init_from and not run.has_checkpoint:
             start_from_trained(model, config.init_from, vocab, device)
-    n_gold = min(config.eval.gold_words_during_training, len(gold))
-    valid_gold = random.Random(train.seed).sample(gold, n_gold)
-
-    def save() -> dict[str, Any]:
-        return {"model": model.state_dict(), **trainer.state_dict(), "vocab": vocab.to_dict()}
-
-    def restore(state: dict[str, Any]) -> None:
-        if state["vocab"] != vocab.to_dict():
-            raise ConfigError(
-                f"{run.checkpoint_path} was trained on a corpus with another vocabulary"
-            )
-        model.load_state_dict(state["model"])
-        trainer.load_state_dict(state)
-
-    def evaluate_valid(at_step: int) -> dict[str, float]:
-        metrics = evaluate_unit_model(
-            model, vocab, corpus.valid, valid_gold, config.eval.batch_size,
-            train.precision, train.deletion_prob, train.seed,
-        )  # fmt: skip
-        log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=at_step)
-        return metrics
-
-    def final(at_step: int) -> dict[str, float]:
-        evaluate_valid(at_step)
-        metrics, _ = final_evaluation(model, vocab, corpus, gold, config)
-        save_unit_model(folder, model, vocab, config, run.requested)
-        with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
-            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config, run.requested)
-            log_segmenter_model(saved, config.tracking.register)
-        return metrics
-
-    job = Job(
-        run,
-        config,
-        steps=train.steps,
-        experiment=config.tracking.experiment,
-        run_name=config.tracking.run_name or config.model,
-        save=save,
-        restore=restore,
-        evaluate=evaluate_valid,
-        tags={KIND_TAG: UNITS_KIND},
-        log_every=train.log_every,
-        eval_every=train.eval_every,
-        checkpoint_every=train.checkpoint_every,
-        show=("loss",),
-        map_location=device,
-        desc=f"units {config.model}",
+    training = UnitTraining(config, model, trainer, run, corpus, gold)
+    cadence = Cadence(
+        train.steps,
+        log_every=config.log_every,
+        eval_every=config.eval_every,
+        checkpoint_every=config.checkpoint_every,
     )
+    job = Job(run, training, cadence, tags={KIND_TAG: UNITS_KIND}, map_location=device)
     with job:
-        run_id = active_run_id()
         if job.resumed_from is None:
             log_data(corpus, config.gold.path, gold)
             log_metrics({"parameters": sum(p.numel() for p in model.parameters())})
-        batches = training_batches(corpus.train, train.batch_size, train.seed, job.step)
+        batches = training_batches(corpus.train, train.batch_size, config.seed, job.step)
         speed = _Speed()
         model.train()
         batch = trainer.batch(next(batches), job.step)
@@ -271,8 +213,65 @@ def train_unit_model(
             if job.step > (job.resumed_from or 0):
                 job.save()
             raise
-        metrics = job.finish(final, keep_checkpoint=False)
-    return TrainResult(metrics, folder, run_id, job.resumed_from or 0)
+        return job.finish(keep_checkpoint=False)
+
+
+class UnitTraining:
+    """A unit model as its job sees it (``segrl.jobs.Trainable``): model, optimiser and vocabulary
+    checkpointed; validation metrics on a fixed sample of gold words; at the end, the test-set
+    evaluation and the model folder saved and logged."""
+
+    shown = ("loss",)
+
+    def __init__(
+        self,
+        config: UnitsConfig,
+        model: UnitModel,
+        trainer: UnitTrainer,
+        run: RunDir,
+        corpus: Corpus,
+        gold: list[GoldWord],
+    ):
+        self.config = config
+        self.model = model
+        self.trainer = trainer
+        self.run = run
+        self.corpus = corpus
+        self.gold = gold
+        self.label = f"units {config.model}"
+        n_gold = min(config.eval.gold_words_during_training, len(gold))
+        self.valid_gold = random.Random(config.seed).sample(gold, n_gold)
+
+    def state_dict(self) -> dict[str, Any]:
+        vocab = self.corpus.vocab.to_dict()
+        return {"model": self.model.state_dict(), **self.trainer.state_dict(), "vocab": vocab}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["vocab"] != self.corpus.vocab.to_dict():
+            raise ConfigError(
+                f"{self.run.checkpoint_path} was trained on a corpus with another vocabulary"
+            )
+        self.model.load_state_dict(state["model"])
+        self.trainer.load_state_dict(state)
+
+    def evaluate(self, step: int, job: Job | None = None) -> dict[str, float]:
+        config, train = self.config, self.config.train
+        metrics = evaluate_unit_model(
+            self.model, self.corpus.vocab, self.corpus.valid, self.valid_gold,
+            config.eval.batch_size, train.precision, train.deletion_prob, config.seed,
+        )  # fmt: skip
+        log_metrics({f"valid/{k}": v for k, v in metrics.items()}, step=step)
+        return metrics
+
+    def finish(self, job: Job) -> dict[str, float]:
+        config, model, vocab, run = self.config, self.model, self.corpus.vocab, self.run
+        self.evaluate(job.step)
+        metrics, _ = final_evaluation(model, vocab, self.corpus, self.gold, config)
+        save_unit_model(run.path, model, vocab, config, run.requested)
+        with tempfile.TemporaryDirectory() as tmp:  # the model's files, not the run's checkpoint
+            saved = save_unit_model(Path(tmp) / "segmenter", model, vocab, config, run.requested)
+            log_segmenter_model(saved, config.tracking.register)
+        return metrics
 
 
 class _Speed:

@@ -5,6 +5,7 @@ A run's config is a ``UnitsConfig`` plus one table, ``arch``, whose type is the 
 TOML file and dotted overrides into it. A config file looks like::
 
     model = "nvib"
+    device = "cuda"        # every job's run options (RunOptions): out, seed, device, threads, ...
 
     [arch]                 # the model's options (NVIBConfig here)
     dim = 512
@@ -13,7 +14,6 @@ TOML file and dotted overrides into it. A config file looks like::
     [train]
     steps = 8000
     batch_size = 512
-    device = "cuda"
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from segrl.config import (
+    CadenceOptions,
     DataConfig,
     GoldConfig,
+    RunOptions,
     TrackingConfig,
     build_config,
     read_toml,
@@ -61,20 +63,11 @@ class UnitsTrainConfig:
     """Gradient-norm clipping (0 turns it off)."""
     deletion_prob: float = 0.1
     """Denoising: each input character is deleted with this probability, re-drawn every batch."""
-    seed: int = 0
-    """Seed of the model's initialisation, the noise and the order of sentences."""
-    device: str = "auto"
-    """auto, cpu, cuda or cuda:N."""
     precision: Precision = "fp32"
     """fp32, bf16 or fp16 (autocast; fp16 with a gradient scaler)."""
     tf32: bool = True
     """On a GPU, fp32 matrix products in TensorFloat-32 (PyTorch's "high" float32 matmul precision;
     no effect on a CPU). The NVIB layers' projections run in fp32 even under bf16 autocast."""
-    threads: int | None = None
-    """PyTorch CPU threads (None: PyTorch's default, resolved to its count where the job starts)."""
-    log_every: int = 25
-    eval_every: int = 500
-    checkpoint_every: int = 250
 
 
 @dataclass
@@ -102,15 +95,17 @@ class UnitsEvalConfig:
 
 
 @dataclass
-class UnitsConfig:
-    """``segrl units train``: one unit model, trained and evaluated, logged to MLflow."""
+class UnitsConfig(RunOptions, CadenceOptions):
+    """``segrl units train``: one unit model, trained and evaluated, logged to MLflow. Its run
+    options (``out``: ``runs/units/<run name or model>`` by default; ``seed``, ``device``,
+    ``threads``) and cadences are every job's (``RunOptions``, ``CadenceOptions``), with cadences
+    of its own by default; its budget is ``train.steps``."""
 
     model: str = "transformer"
     """The unit model, by its name in ``segrl.units.registry.UNIT_MODELS``."""
-    out: str | None = None
-    """The run folder: checkpoints and the trained model; None: ``runs/units/<run name or model>``
-    (resolved to it where the job starts).
-    A run whose folder holds a checkpoint of the same config resumes from it."""
+    log_every: int = 25
+    eval_every: int = 500
+    checkpoint_every: int = 250
     init_from: str | None = None
     """The trained model of ``segrl units train`` whose weights start this run (``segrl units
     finetune --from``): its folder, an MLflow model folder or URI (``runs:/RUN_ID/model``,
@@ -120,6 +115,21 @@ class UnitsConfig:
     data: DataConfig = field(default_factory=DataConfig)
     gold: GoldConfig = field(default_factory=GoldConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    RESUMABLE: ClassVar[frozenset[str]] = (
+        RunOptions.RESUMABLE | CadenceOptions.RESUMABLE | {"eval.", "gold.", "tracking."}
+    )
+    """Options that may change when a run resumes (they do not change what is trained): every
+    job's (``RunOptions.RESUMABLE``, ``CadenceOptions.RESUMABLE``), the evaluation's, the gold
+    set, the whole tracking table."""
+
+    OLD_NAMES: ClassVar[dict[str, str]] = {
+        f"train.{name}": name
+        for name in ("seed", "device", "threads", "log_every", "eval_every", "checkpoint_every")
+    }
+    """The run options under the names they had in the ``train`` table, read as the new ones:
+    config files, run folders and saved models written before they were every job's still
+    load."""
 
     def check(self, prefix: str) -> None:
         """Values that would only fail later, mid-run (``segrl.config.validate_config`` checks the
@@ -136,10 +146,6 @@ class UnitsConfig:
             ),
             (t.warmup_steps >= 0, f"train.warmup_steps must be >= 0, got {t.warmup_steps}"),
             (
-                min(t.log_every, t.eval_every, t.checkpoint_every) >= 1,
-                "train.log_every, eval_every and checkpoint_every must be at least 1",
-            ),
-            (
                 all(0 <= r < 1 for r in e.robustness_rates),
                 "eval.robustness_rates must be in [0, 1)",
             ),
@@ -147,6 +153,8 @@ class UnitsConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(prefix + message)
+        self.check_cadences(prefix)
+        self.check_run_options()
 
     @property
     def run_folder(self) -> Path:

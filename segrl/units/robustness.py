@@ -32,7 +32,7 @@ def robustness_curves(
     rows: list[dict[str, float | str]] = []
     for kind in e.robustness_kinds:
         for rate in e.robustness_rates:
-            rng = random.Random(f"robustness:{kind}:{rate}:{config.train.seed}")
+            rng = random.Random(f"robustness:{kind}:{rate}:{config.seed}")
             noisy = [perturb(s, kind, rate, rng, alphabet)[:max_len] for s in sentences]
             losses, _ = reconstruction_metrics(
                 model, vocab, sentences, noisy, e.batch_size, config.train.precision

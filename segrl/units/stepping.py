@@ -75,12 +75,19 @@ class UnitTrainer:
     docstring); ``state_dict``/``load_state_dict`` carry them through a checkpoint."""
 
     def __init__(
-        self, model: UnitModel, vocab: CharVocab, train: UnitsTrainConfig, device: torch.device
+        self,
+        model: UnitModel,
+        vocab: CharVocab,
+        train: UnitsTrainConfig,
+        device: torch.device,
+        seed: int,
     ):
         self.model = model
         self.vocab = vocab
         self.train = train
         self.device = device
+        self.seed = seed
+        """The run's seed (``UnitsConfig.seed``): the noise of update ``step`` is drawn from it."""
         self.optimizer = make_optimizer(model, train)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, train)
@@ -94,7 +101,7 @@ class UnitTrainer:
         the device."""
         t = self.train
         batch = make_autoencoder_batch(
-            self.vocab, texts, noised(texts, t.deletion_prob, t.seed, step)
+            self.vocab, texts, noised(texts, t.deletion_prob, self.seed, step)
         )
         return batch.to(self.device, non_blocking=True)
 
