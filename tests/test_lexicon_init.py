@@ -54,9 +54,10 @@ def test_an_entry_no_word_holds_starts_as_one_held_once():
     assert torch.equal(logits, torch.zeros(4))  # each held once, or by none: log 1, never -inf
 
 
-def test_the_teacher_starts_from_counts_by_default_and_the_evaluator_does_not():
+def test_the_teacher_and_the_evaluator_start_from_counts_by_default():
     """``LM_DEFAULTS``: ``segrl lm train``'s direct lexicon starts from its counts on word lists and
-    running text; the agent's LM evaluator and a projected lexicon start flat."""
+    running text, the agent's LM evaluator's on word lists (on running text it has none); a
+    projected lexicon starts flat."""
     from segrl.experiments.lm_train import segmenter_lm
     from segrl.lm.config import LEXICON_INIT, resolve_lm_config, table_lm
     from segrl.lm.models import SAVED_UNSET
@@ -65,7 +66,7 @@ def test_the_teacher_starts_from_counts_by_default_and_the_evaluator_does_not():
     for text, user, config, init in [
         ("words", "lm-train", segmenter_lm(), "counts"),
         ("text", "lm-train", segmenter_lm(), "counts"),
-        ("words", "evaluator", table_lm(), "uniform"),
+        ("words", "evaluator", table_lm(), "counts"),
         ("text", "evaluator", table_lm(), "uniform"),
         ("words", "lm-train", replace(segmenter_lm(), lexicon_logits="projected"), "uniform"),
         ("words", "lm-train", replace(segmenter_lm(), lexicon_init="uniform"), "uniform"),

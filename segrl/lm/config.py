@@ -44,10 +44,11 @@ than a uniform draw and cut the words no entry covers into lexicon pieces (Engli
 over-cut 1.8 times the gold's density); with it, a new word costs what a new morph costs, and the
 bundled corpus's teacher no longer falls after its peak (docs/studies/2026-11-28-speller-entries.md)."""
 LEXICON_INIT: LMLexiconInit = "counts"
-"""``segrl lm train``'s ``lexicon_init`` where its lexicon is direct: the entries start from the log
-of the number of training word types that hold them, as a unigram LM's seed vocabulary does. From a
-flat start the first pruning, an epoch in, dropped the frequent short morphs (Mongolian's case
-endings) and kept whole words (docs/studies/2026-11-29-lexicon-init.md)."""
+"""``segrl lm train``'s ``lexicon_init`` where its lexicon is direct (and the LM evaluator's on a
+word list): the entries start from the log of the number of training word types that hold them, as
+a unigram LM's seed vocabulary does. From a flat start the first pruning, an epoch in, dropped the
+frequent short morphs (Mongolian's case endings) and kept whole words
+(docs/studies/2026-11-29-lexicon-init.md)."""
 WORD_LIST_SPELLER: LMSpeller = "bigram"
 """``segrl lm train``'s speller on a word list and on running text, and the LM evaluator's on a word
 list: a character bigram without context, with the lexicon pruned (``lexicon_prune``). With the
@@ -294,7 +295,7 @@ LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
     ("evaluator", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
         WORD_LIST_LENGTH_PENALTY, WORD_LIST_LENGTH_PENALTY, PRICED_LEXICON_LENGTH_PENALTY,
-        WORD_LIST_SPELLER, True, SPELLER_ENTRIES, "uniform",
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES, LEXICON_INIT,
     ),
     ("evaluator", "text"): LMDefaults(
         "none", NO_LIMIT, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0, "lstm", False, 0.0,
