@@ -366,3 +366,15 @@ def test_boundary_offsets_names_a_model_that_is_not_one(tmp_path):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("boundary_offsets: error: ") and "no" in done.stderr
+
+
+def test_transfer_table_reads_a_curve_beside_its_own_designs_shorter_budget():
+    """An earlier design's curve (``agent-6000-before``) is read beside that design's shorter
+    budget (``agent-before``), never beside the current default's."""
+    tool = _transfer_table()
+    assert tool.shorter_budget("slm") == "slm-1500"
+    assert tool.shorter_budget("agent-6000") == "agent"
+    assert tool.shorter_budget("agent-6000-before") == "agent-before"
+    assert tool.shorter_budget("slm-before") == "slm-1500-before"
+    for system in ("slm-1500", "slm-1500-before", "agent", "agent-before", "morfessor"):
+        assert tool.shorter_budget(system) == "-", system

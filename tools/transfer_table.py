@@ -56,6 +56,20 @@ CLASSIC = ("morfessor", "flatcat", "unigram", "bpe")
 BUDGET_SYSTEMS = {"slm": "slm-1500", "agent-6000": "agent"}
 """The suite's system at the shorter budget beside which each curve's stopping point is read: the
 teacher at 1,500 updates, the main job at its default budget (2,000 updates, a third of 6,000)."""
+
+
+def shorter_budget(system: str) -> str:
+    """The system at the shorter budget for ``system``'s curve (``BUDGET_SYSTEMS``), an earlier
+    design's (``agent-6000-before``: ``agent-before``) too; "-" where there is none."""
+    names = [*BUDGET_SYSTEMS, *BUDGET_SYSTEMS.values()]
+    base = max(
+        (n for n in names if system == n or system.startswith(f"{n}-")), key=len, default=None
+    )
+    if base not in BUDGET_SYSTEMS:  # no curve system, or a shorter budget itself (slm-1500)
+        return "-"
+    return BUDGET_SYSTEMS[base] + system.removeprefix(base)
+
+
 TEACHER_ROWS = {"viterbi": "/lm-viterbi", "posterior": "/lm-posterior"}
 """The agent run's child runs that score its LM's own segmentations, by how they end."""
 BITS_PER_CHAR = ("valid_bits_per_char", "eval/lm_marginal_bits_per_char")
@@ -332,7 +346,7 @@ def curve_table(
     history: dict[str, dict[int, list[tuple[int, float, float]]]],
 ) -> str:
     """Per corpus: the stopping point against the shorter budget, and seed 0's curve."""
-    shorter = BUDGET_SYSTEMS.get(system, "-")
+    shorter = shorter_budget(system)
     lines = [
         f"| corpus | {system} at its stopping point: F1 | at the shorter budget ({shorter}) | "
         "difference | updates to the stop (seeds) | seed 0: gold F1 / held-out bits per character "
