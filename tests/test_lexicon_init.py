@@ -12,7 +12,7 @@ import torch
 from segrl.config import validate_config
 from segrl.errors import ConfigError
 from segrl.lm import LMConfig
-from segrl.lm.lexicon import seed_lexicon, substring_counts
+from segrl.lm.lexicon import seed_lexicon, type_substring_counts
 from tests.test_lm_probability import LEXICON, tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -21,11 +21,16 @@ WORDS = ["abab", "aba", "bab", "ab", "ab", "b"]
 """Types: abab, aba, bab, ab, b (``ab`` twice counts once)."""
 
 
+def held(words, entries=LEXICON):
+    """Each entry's number of ``words`` that hold it, as ``seed_lexicon`` reads them."""
+    counts = type_substring_counts(words, max_length=12)
+    return {entry: counts.get(entry, 0) for entry in entries}
+
+
 def test_an_entry_counts_the_word_types_that_hold_it():
-    counts = dict(zip(LEXICON, substring_counts(WORDS, LEXICON), strict=True))
-    assert counts == {"a": 4, "ab": 4, "ba": 3, "bab": 2}
+    assert held(WORDS) == {"a": 4, "ab": 4, "ba": 3, "bab": 2}
     # a substring held twice by one word counts once; one held by no word counts 0
-    assert substring_counts(["aaaa"], ["aa", "b"]) == [1, 0]
+    assert list(held(["aaaa"], ["aa", "b"]).values()) == [1, 0]
 
 
 def direct_lm(init: str):
@@ -37,19 +42,19 @@ def direct_lm(init: str):
 def test_counts_start_each_entry_at_its_log_count_and_uniform_leaves_them_equal():
     assert LEXICON == ["a", "ab", "ba", "bab"]
     seeded = direct_lm("counts")
-    seed_lexicon(seeded, WORDS)
+    seed_lexicon(seeded, held(WORDS))
     expected = torch.tensor([math.log(4), math.log(4), math.log(3), math.log(2)])
     assert torch.allclose(seeded.lexicon.logits.detach(), expected)
     flat = direct_lm("uniform")
     before = flat.lexicon.logits.detach().clone()
-    seed_lexicon(flat, WORDS)
+    seed_lexicon(flat, held(WORDS))
     assert torch.equal(flat.lexicon.logits.detach(), before)
     assert torch.count_nonzero(before) == 0
 
 
 def test_an_entry_no_word_holds_starts_as_one_held_once():
     lm = direct_lm("counts")
-    seed_lexicon(lm, ["aab"])  # "a" and "ab" are held, "ba" and "bab" not
+    seed_lexicon(lm, held(["aab"]))  # "a" and "ab" are held, "ba" and "bab" not
     logits = lm.lexicon.logits.detach()
     assert torch.equal(logits, torch.zeros(4))  # each held once, or by none: log 1, never -inf
 
@@ -78,3 +83,22 @@ def test_the_teacher_and_the_evaluator_start_from_counts_by_default():
 def test_an_unknown_start_is_a_config_error():
     with pytest.raises(ConfigError, match="lexicon_init must be one of: uniform, counts"):
         validate_config(LMConfig(lexicon_init="frequency"), "lm.")
+
+
+def test_a_model_built_on_its_words_has_their_lexicon_started_from_their_counts():
+    """``build_word_lm``: the lexicon of ``slm_lexicon`` on the words, each entry's first logit the
+    log of the words that hold it, where the config asks for counts; flat where it does not."""
+    from segrl.data.vocab import CharVocab
+    from segrl.lm.config import resolve_lm_config, table_lm
+    from segrl.lm.lexicon import slm_lexicon
+    from segrl.lm.models import build_word_lm
+
+    vocab = CharVocab.from_texts(WORDS, "?")
+    config = replace(resolve_lm_config(table_lm(), "words"), lexicon_size=3)
+    assert config.lexicon_init == "counts"
+    model = build_word_lm(config, vocab, WORDS)
+    assert model.lexicon.entries == slm_lexicon(config, WORDS) == ["b", "a", "ab"]
+    expected = torch.tensor([math.log(5), math.log(4), math.log(4)])
+    assert torch.allclose(model.lexicon.logits.detach(), expected)
+    flat = build_word_lm(replace(config, lexicon_init="uniform"), vocab, WORDS)
+    assert torch.count_nonzero(flat.lexicon.logits.detach()) == 0

@@ -92,10 +92,9 @@ from segrl.evaluators.registry import (
     LMEvaluatorConfig,
     evaluator_patience,
 )
-from segrl.lm import SegmentedBatch, SegmentLM, build_lm, load_lm, save_lm
+from segrl.lm import SegmentedBatch, SegmentLM, build_word_lm, load_lm, save_lm
 from segrl.lm.config import LMConfig, resolve_lm_config
 from segrl.lm.decoding import LMSegmenter
-from segrl.lm.lexicon import seed_lexicon, slm_lexicon
 from segrl.lm.slm import (
     DECODING_MAX_SEGMENT_LENGTH,
     SLM,
@@ -200,15 +199,14 @@ class LMEvaluator(Evaluator):
         A job's config comes resolved (``segrl.agents.config.resolve_train_config``); options a
         caller leaves unset resolve for ``corpus`` with its spaces shown (``evaluator_lm_options``)."""
         lm_options = evaluator_lm_options(config.lm, corpus.kind)
-        lexicon = slm_lexicon(lm_options, corpus.word_counts("train"))
+        words = corpus.word_counts("train")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
-            lm = build_lm(lm_options, corpus.vocab, lexicon)
-        seed_lexicon(lm, corpus.word_counts("train"))
+            lm = build_word_lm(lm_options, corpus.vocab, words)
         kind = "sentences" if config.lm.texts == "sentences" else "word-types"
         heldout = training_texts(corpus, kind)[1]
         step = max(1, math.ceil(len(heldout) / HELDOUT_TEXTS))
-        return cls(lm, config.lm, config.seed, corpus.word_counts("train"), heldout[::step])
+        return cls(lm, config.lm, config.seed, words, heldout[::step])
 
     @property
     def scores_words_alone(self) -> bool:

@@ -48,8 +48,7 @@ from segrl.jobs import RUNS_ROOT, Cadence, Job, JobStart, RunDir, TrainResult, r
 from segrl.lm.base import SegmentLM
 from segrl.lm.config import LEXICON_COST, LMConfig, LMTexts, resolve_lm_config, table_lm
 from segrl.lm.decoding import LM_KIND, LMSegmenter
-from segrl.lm.lexicon import seed_lexicon, slm_lexicon
-from segrl.lm.models import build_lm, save_lm
+from segrl.lm.models import build_word_lm, save_lm
 from segrl.lm.training import LMTrainer, bits_per_char, improved, settled, training_texts
 from segrl.metrics import (
     BITS_PER_CHAR,
@@ -188,9 +187,8 @@ def lm_and_trainer(
     ``config.device``, its lexicon drawn from ``texts``'s training words, and its trainer on the
     texts ``train``."""
     seed_everything(config.seed)
-    lexicon = slm_lexicon(lm_options, texts.word_counts("train"))
-    model = build_lm(lm_options, texts.vocab, lexicon).to(resolve_device(config.device))
-    seed_lexicon(model, texts.word_counts("train"))
+    words = texts.word_counts("train")
+    model = build_word_lm(lm_options, texts.vocab, words).to(resolve_device(config.device))
     trainer = LMTrainer(model, config.lr, config.clip, config.weight_decay, corpus=train)
     return model, trainer
 

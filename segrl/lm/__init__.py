@@ -37,7 +37,7 @@ from segrl.lm.config import MODELS, LMConfig
 if TYPE_CHECKING:
     from segrl.lm.base import SegmentLM, SegmentScores
     from segrl.lm.lexicon import build_lexicon
-    from segrl.lm.models import build_lm, load_lm, save_lm
+    from segrl.lm.models import build_lm, build_word_lm, load_lm, save_lm
     from segrl.lm.segment_lstm import SegmentLSTM
     from segrl.lm.segmented import SegmentedBatch
     from segrl.lm.slm import SLM
@@ -47,6 +47,7 @@ _LAZY = {
     "SegmentScores": "base",
     "build_lexicon": "lexicon",
     "build_lm": "models",
+    "build_word_lm": "models",
     "load_lm": "models",
     "save_lm": "models",
     "SegmentLSTM": "segment_lstm",
@@ -72,6 +73,7 @@ __all__ = [
     "SegmentedBatch",
     "build_lexicon",
     "build_lm",
+    "build_word_lm",
     "load_lm",
     "save_lm",
 ]

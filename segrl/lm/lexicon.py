@@ -38,7 +38,7 @@ million weights (``bench/lm_step.py``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -68,48 +68,51 @@ LEXICON_MAX_LENGTH = 12
 def slm_lexicon(config: LMConfig, words: Iterable[str]) -> list[str] | None:
     """The lexicon of an ``slm`` of ``config`` (its ``lexicon_size`` resolved) trained on ``words``
     (its training word types): their ``substring_lexicon``; None without one."""
+    held = slm_lexicon_counts(config, words)
+    return None if held is None else list(held)
+
+
+def slm_lexicon_counts(config: LMConfig, words: Iterable[str]) -> dict[str, int] | None:
+    """``slm_lexicon``'s entries, in its order, each with the number of ``words`` that hold it (what
+    ``seed_lexicon`` starts them from); None without a lexicon."""
     if config.model != "slm" or not config.lexicon_size:
         return None
-    return substring_lexicon(
-        words, config.lexicon_size, limit(config.max_segment_length) or LEXICON_MAX_LENGTH
-    )
+    max_length = limit(config.max_segment_length) or LEXICON_MAX_LENGTH
+    return _most_held(type_substring_counts(words, max_length), config.lexicon_size)
 
 
 def substring_lexicon(words: Iterable[str], size: int, max_length: int = 12) -> list[str]:
     """The ``size`` substrings (at most ``max_length`` characters, no spaces) found in the most of
     ``words`` (each word counts once per substring; ties by the string)."""
+    return list(_most_held(type_substring_counts(words, max_length), size))
+
+
+def type_substring_counts(words: Iterable[str], max_length: int) -> Counter[str]:
+    """For each substring of at most ``max_length`` characters (no spaces), the number of distinct
+    ``words`` that hold it."""
     counts: Counter[str] = Counter()
     for word in set(words):
         n = len(word)
         counts.update(
             {word[i:j] for i in range(n) for j in range(i + 1, min(n, i + max_length) + 1)}
         )
-    counts = Counter({s: c for s, c in counts.items() if " " not in s})
-    return [s for s, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:size]]
+    return Counter({s: c for s, c in counts.items() if " " not in s})
 
 
-def substring_counts(words: Iterable[str], entries: Sequence[str]) -> list[int]:
-    """For each of ``entries``, the number of distinct ``words`` that hold it."""
-    index = {entry: i for i, entry in enumerate(entries)}
-    longest = max((len(e) for e in entries), default=0)
-    counts = [0] * len(entries)
-    for word in set(words):
-        n = len(word)
-        for s in {word[i:j] for i in range(n) for j in range(i + 1, min(n, i + longest) + 1)}:
-            k = index.get(s)
-            if k is not None:
-                counts[k] += 1
-    return counts
+def _most_held(counts: Counter[str], size: int) -> dict[str, int]:
+    """The ``size`` most held of ``counts`` (ties by the string), most held first."""
+    return dict(sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:size])
 
 
-def seed_lexicon(model: nn.Module, words: Iterable[str]) -> None:
-    """Sets a new model's direct lexicon's logits to the log of the number of ``words`` (its
-    training word types) that hold each entry, where its config asks for it
-    (``LMConfig.lexicon_init`` ``counts``); nothing otherwise."""
+def seed_lexicon(model: nn.Module, held: Mapping[str, int]) -> None:
+    """Sets a new model's direct lexicon's logits to the log of the number of training word types
+    that hold each entry (``held``, as ``slm_lexicon_counts`` counts them; an entry missing or
+    held by none starts at log 1), where its config asks for it (``LMConfig.lexicon_init``
+    ``counts``); nothing otherwise."""
     lexicon = getattr(model, "lexicon", None)
     if model.config.lexicon_init != "counts" or not isinstance(lexicon, DirectLexicon):
         return
-    counts = torch.tensor(substring_counts(words, lexicon.entries), dtype=torch.float)
+    counts = torch.tensor([held.get(e, 0) for e in lexicon.entries], dtype=torch.float)
     with torch.no_grad():
         lexicon.logits[...] = counts.clamp(min=1).log().to(lexicon.logits.device)
 

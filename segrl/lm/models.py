@@ -7,7 +7,7 @@ A saved model is a folder: ``model.pt`` (weights, config, lexicon) and ``vocab.j
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -19,6 +19,7 @@ from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
 from segrl.lm.base import SegmentLM
 from segrl.lm.config import LMConfig
+from segrl.lm.lexicon import seed_lexicon, slm_lexicon_counts
 from segrl.lm.segment_lstm import SegmentLSTM
 from segrl.lm.slm import SLM
 
@@ -60,6 +61,16 @@ def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None =
             )
         return SLM(vocab, config, lexicon)
     return SegmentLSTM(vocab, config, lexicon)
+
+
+def build_word_lm(config: LMConfig, vocab: CharVocab, words: Iterable[str]) -> SegmentLM:
+    """``build_lm`` for a model trained on ``words`` (its training word types): its lexicon, where
+    ``config`` has one, is their ``slm_lexicon``, started as ``config.lexicon_init`` says
+    (``seed_lexicon``), its substrings counted once for both."""
+    held = slm_lexicon_counts(config, words)
+    model = build_lm(config, vocab, None if held is None else list(held))
+    seed_lexicon(model, held or {})
+    return model
 
 
 def lexicon_of(model: SegmentLM) -> list[str]:
