@@ -15,21 +15,30 @@ import torch
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 
-def test_teacher_density_names_a_folder_that_is_no_run(tmp_path):
-    gold = tmp_path / "gold.tsv"
-    gold.write_text("walked\twalk ed\n", encoding="utf-8")
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(TOOLS / "teacher_density.py"),
-            str(tmp_path / "nothing"),
-            "--gold",
-            str(gold),
-        ],
+def run_tool(name: str, *args: str) -> subprocess.CompletedProcess:
+    """``tools/NAME.py`` run with ``args`` as a user runs it, its output captured."""
+    return subprocess.run(
+        [sys.executable, str(TOOLS / f"{name}.py"), *args],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def _tool(name: str):
+    """``tools/NAME.py`` imported as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_teacher_density_names_a_folder_that_is_no_run(tmp_path):
+    gold = tmp_path / "gold.tsv"
+    gold.write_text("walked\twalk ed\n", encoding="utf-8")
+    done = run_tool("teacher_density", str(tmp_path / "nothing"), "--gold", str(gold))
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith("teacher_density: error: ")
@@ -90,12 +99,7 @@ def test_teacher_density_reads_a_saved_slm_alone(tmp_path):
 
 
 def curve(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(TOOLS / "lm_budget_curve.py"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_tool("lm_budget_curve", *args)
 
 
 def utterance_splits(folder: Path) -> Path:
@@ -150,20 +154,11 @@ def test_lm_budget_curve_refuses_text_with_spaces_and_counts_out_of_order(tmp_pa
     assert done.returncode == 2 and "positive and increasing" in done.stderr
 
 
-def _transfer_table():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("transfer_table", TOOLS / "transfer_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_transfer_table_judges_a_teacher_by_its_worst_corpus():
     """The margin over the best classic segmenter (the best mean of Morfessor, unigram and BPE,
     never characters) per corpus, its minimum and its mean; the stopping point beside 1,500
     updates, and the curve of seed 0."""
-    tool = _transfer_table()
+    tool = _tool("transfer_table")
 
     def seeds(*f1s, density=0.3):
         return {
@@ -208,7 +203,7 @@ def test_transfer_table_judges_a_teacher_by_its_worst_corpus():
 def test_transfer_table_sets_each_student_beside_its_teacher():
     """What the agent adds over its own LM's segmentation, seed by seed, and the worst corpus's
     margins over its teacher and over the best classic segmenter."""
-    tool = _transfer_table()
+    tool = _tool("transfer_table")
 
     def seeds(*runs):
         return {
@@ -234,7 +229,7 @@ def test_transfer_table_sets_each_student_beside_its_teacher():
 def test_transfer_table_names_an_earlier_designs_systems_by_its_suffix(tmp_path):
     """``FOLDER:SUFFIX`` keeps a bench's cells apart from a later bench's same cells, its systems
     renamed; a bench given plainly keeps its names, and the later of two plain benches wins."""
-    tool = _transfer_table()
+    tool = _tool("transfer_table")
     for name, run in (("old", "r-old"), ("new", "r-new")):
         (tmp_path / name).mkdir()
         cell = {"cell": "en/slm/seed-0", "system": "slm", "status": "done", "run_id": run}
@@ -248,18 +243,8 @@ def test_transfer_table_names_an_earlier_designs_systems_by_its_suffix(tmp_path)
 
 
 def test_transfer_table_names_a_folder_that_is_no_bench(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(TOOLS / "transfer_table.py"),
-            "collect",
-            str(tmp_path),
-            "--out",
-            str(tmp_path / "report.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    done = run_tool(
+        "transfer_table", "collect", str(tmp_path), "--out", str(tmp_path / "report.json")
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("transfer_table: error: ") and "cells.json" in done.stderr
@@ -290,7 +275,7 @@ def _report_cells():
 def test_transfer_report_reads_back_what_it_wrote(tmp_path):
     """A report keeps every figure (a missing one as null, read back as NaN) and the corpora in
     the suite's order, so its tables are those of the runs it was collected from."""
-    tool = _transfer_table()
+    tool = _tool("transfer_table")
     path = tmp_path / "report.json"
     tool.write_report(path, {"b": 0.4, "a": 0.25}, _report_cells())
     assert "NaN" not in path.read_text(encoding="utf-8")  # strict JSON
@@ -308,7 +293,7 @@ def test_transfer_report_reads_back_what_it_wrote(tmp_path):
 def test_transfer_page_regenerates_its_blocks_and_checks_them(tmp_path):
     """A page's generated block is rewritten from its report; ``--check`` names a block that no
     longer agrees with it (exit 1) and leaves the page as it is."""
-    tool = _transfer_table()
+    tool = _tool("transfer_table")
     docs = tmp_path / "docs"
     tool.write_report(tmp_path / "reports" / "r.json", {"a": 0.25, "b": 0.4}, _report_cells())
     docs.mkdir()
@@ -330,11 +315,8 @@ def test_transfer_page_regenerates_its_blocks_and_checks_them(tmp_path):
 
 
 def test_boundary_offsets_places_each_cut_against_the_nearest_gold_boundary():
-    sys.path.insert(0, str(TOOLS))
-    try:
-        from boundary_offsets import missed_beside, offsets
-    finally:
-        sys.path.remove(str(TOOLS))
+    tool = _tool("boundary_offsets")
+    offsets, missed_beside = tool.offsets, tool.missed_beside
     gold = [("retractā", "rē", "mus"), ("calv", "ēs")]
     predicted = [["retract", "ārēmus"], ["calv", "ēs"]]  # one cut a letter early, one right
     figures = offsets(predicted, gold)
@@ -352,18 +334,7 @@ def test_boundary_offsets_places_each_cut_against_the_nearest_gold_boundary():
 def test_boundary_offsets_names_a_model_that_is_not_one(tmp_path):
     gold = tmp_path / "gold.tsv"
     gold.write_text("walked\twalk ed\n", encoding="utf-8")
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(TOOLS / "boundary_offsets.py"),
-            str(tmp_path / "no"),
-            "--gold",
-            str(gold),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_tool("boundary_offsets", str(tmp_path / "no"), "--gold", str(gold))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("boundary_offsets: error: ") and "no" in done.stderr
 
@@ -371,7 +342,7 @@ def test_boundary_offsets_names_a_model_that_is_not_one(tmp_path):
 def test_transfer_table_reads_a_curve_beside_its_own_designs_shorter_budget():
     """An earlier design's curve (``agent-6000-before``) is read beside that design's shorter
     budget (``agent-before``), never beside the current default's."""
-    tool = _transfer_table()
+    tool = _tool("transfer_table")
     assert tool.shorter_budget("slm") == "slm-1500"
     assert tool.shorter_budget("agent-6000") == "agent"
     assert tool.shorter_budget("agent-6000-before") == "agent-before"
