@@ -328,22 +328,26 @@ def test_segrl_s_mlflow_app_serves_the_page_that_opens_the_view(mlflow_store):
     not app_installed(), reason="segrl's MLflow app is not installed (pip install -e . again)"
 )
 def test_segrl_ui_opens_the_view_in_a_browser(mlflow_store):
-    """``segrl ui`` links its page of segrl's MLflow app; in Chromium the runs table then shows
-    the corpus and gold columns, grouped, without a shared-view banner, on the classic pages."""
-    with start_run({"x": 1}, "segrl", "a-run"):
+    """``segrl ui --experiment`` links its page of segrl's MLflow app for that experiment (a
+    bench's, not the default one beside it); in Chromium the runs table then shows the corpus and
+    gold columns, grouped, without a shared-view banner, on the classic pages."""
+    with start_run({"x": 1}, "segrl", "a-default-run"):
+        log_segmenter("unigram", "baseline", {"boundary_f1": 0.25})
+    with start_run({"x": 1}, "segrl-bench", "a-run"):
         log_segmenter("unigram", "baseline", {"boundary_f1": 0.5})
         mlflow.set_tags(
             {"segrl.corpus": "wordfreq:en", "segrl.gold": "gold.tsv", "segrl.gold_language": "eng"}
         )
     port = closed_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "segrl", "ui", "--port", str(port)],
+        [sys.executable, "-m", "segrl", "ui", "--port", str(port), "--experiment", "segrl-bench"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
         link = process.stdout.readline().split("the segrl runs: ", 1)[1].strip()
-        number = MlflowClient().get_experiment_by_name("segrl").experiment_id
+        number = MlflowClient().get_experiment_by_name("segrl-bench").experiment_id
+        assert number != MlflowClient().get_experiment_by_name("segrl").experiment_id
         assert link == f"{base}/segrl/runs/{number}"
         _wait_until_up(process, base)
         with urllib.request.urlopen(link) as r:

@@ -68,7 +68,8 @@ def main() -> int:
         else:
             port = _free_port()
             ui = subprocess.Popen(
-                [sys.executable, "-m", "segrl", "ui", "--port", str(port)],
+                [sys.executable, "-m", "segrl", "ui", "--port", str(port), "--experiment",
+                 args.experiment],
                 cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                 start_new_session=True,
             )  # fmt: skip

@@ -14,6 +14,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument(
+        "--experiment",
+        default=None,
+        metavar="NAME",
+        help="the experiment whose runs it links (default: segrl; `segrl bench` logs to segrl-bench)",
+    )
     parser.set_defaults(func=run)
     curves = subparsers.add_parser(
         "curves",
@@ -38,9 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from segrl.tracking.store import DEFAULT_EXPERIMENT
     from segrl.tracking.ui import run_ui
 
-    return run_ui(args.host, args.port)
+    return run_ui(args.host, args.port, args.experiment or DEFAULT_EXPERIMENT)
 
 
 def run_curves(args: argparse.Namespace) -> int:

@@ -237,11 +237,12 @@ def ui_command(
     return command + (["--app-name", APP_NAME] if app else [])
 
 
-def run_ui(host: str = "127.0.0.1", port: int = 5000) -> int:
-    """Serve the MLflow UI until interrupted (the same store ``segrl`` logs to)."""
+def run_ui(host: str = "127.0.0.1", port: int = 5000, experiment: str = DEFAULT_EXPERIMENT) -> int:
+    """Serve the MLflow UI until interrupted (the same store ``segrl`` logs to), printing the link
+    to ``experiment``'s runs."""
     uri = tracking_uri()
     if uri.startswith(("http://", "https://")):
-        url = runs_table_url(uri.rstrip("/"), uri=uri)
+        url = runs_table_url(uri.rstrip("/"), experiment, uri=uri)
         print(
             f"MLFLOW_TRACKING_URI points at a server already: open {url} (segrl's view of the "
             f"runs is '{VIEW_NAME}' in the runs table's Views menu)."
@@ -256,7 +257,14 @@ def run_ui(host: str = "127.0.0.1", port: int = 5000) -> int:
             "segrl's view directly.",
             file=sys.stderr,
         )
-    url = runs_table_url(f"http://{host}:{port}", uri=uri, app=app)
+    base = f"http://{host}:{port}"
+    url = runs_table_url(base, experiment, uri=uri, app=app)
+    if url == base:
+        print(
+            f"no experiment '{experiment}' in {uri} yet: the link opens MLflow's list of "
+            "experiments (name one with --experiment)",
+            file=sys.stderr,
+        )
     print(f"MLflow UI for {uri} (Ctrl-C stops it); the segrl runs: {url}", flush=True)
     # its own process group: the server and every worker it starts stop together. It runs in an
     # empty folder, so that nothing in the working folder is imported: not by the server (-P,
