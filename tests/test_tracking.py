@@ -255,6 +255,16 @@ def test_ui_serves_the_logged_run_and_stops_with_all_its_workers(mlflow_store):
         process.wait(timeout=30)
 
 
+def test_where_to_look_names_a_bench_experiment_to_segrl_ui(mlflow_store):
+    """A job's closing lines give the ``segrl ui`` command that links its own experiment's runs:
+    ``--experiment`` where it is not the default one (``segrl bench`` logs to segrl-bench)."""
+    from segrl.cli.common import where_to_look
+
+    assert "View them: segrl ui   (" in where_to_look("segrl")
+    assert "View them: segrl ui --experiment segrl-bench   (" in where_to_look("segrl-bench")
+    assert "--experiment 'my runs'" in where_to_look("my runs")
+
+
 def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
     with start_run({"x": 1}, "exp", "a-run"):
         log_segmenter(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import tomllib
 from typing import Any, TypeVar
 
@@ -119,11 +120,12 @@ def config_from_args(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
 
 
 def where_to_look(experiment: str) -> str:
-    from segrl.tracking.store import tracking_uri
+    from segrl.tracking.store import DEFAULT_EXPERIMENT, tracking_uri
     from segrl.tracking.ui import runs_table_url
 
     uri = tracking_uri()
-    view = "segrl ui   (it prints the link to this experiment's runs table)"
+    named = "" if experiment == DEFAULT_EXPERIMENT else f" --experiment {shlex.quote(experiment)}"
+    view = f"segrl ui{named}   (it prints the link to this experiment's runs table)"
     if uri.startswith(("http://", "https://")):
         view = f"open {runs_table_url(uri.rstrip('/'), experiment)}"
     return f"Runs are in MLflow: store {uri}, experiment '{experiment}'.\nView them: {view}"
