@@ -156,8 +156,9 @@ def test_train_a_student_that_reads_its_teacher(small_corpus_file, tmp_path):
 
 def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, small_corpus_file):
     """The defaults by corpus: on a word list the LM evaluator has the priced lexicon of ``segrl lm
-    train`` and the reinforce agent reads its log-odds; on running text, and for agents that cannot
-    read it, no lexicon."""
+    train`` and the reinforce agent reads its log-odds and is rewarded per action by the
+    description length (``STUDENT_PER_ACTION_REWARD``), sampled; on running text, and for agents
+    that cannot read it, no lexicon and the LM's posterior, fitted by the forward KL."""
     from segrl.agents.task import build_task
     from segrl.data import load_corpus
     from segrl.experiments.agent_train import resolve_train_config, train_start
@@ -171,24 +172,37 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
     gold = tmp_path / "gold.tsv"
     gold.write_text("walked\twalk ed\njumping\tjump ing\n", encoding="utf-8")
 
-    def task(corpus, **overrides):
+    def resolved(corpus, **overrides):
         values = {"evaluator.name": "lm", "data.corpus": str(corpus), "data.min_char_count": 1}
         if corpus == counts:
             values["gold.path"] = str(gold)
         config = build_config(TrainConfig, overrides={**values, **overrides})
         validate_config(config)
-        loaded = load_corpus(config.data)  # the task of the config as the job resolves it
-        return build_task(resolve_train_config(config, train_start(config, loaded)), loaded)
+        loaded = load_corpus(config.data)
+        return resolve_train_config(config, train_start(config, loaded)), loaded
+
+    def task(corpus, **overrides):  # the task of the config as the job resolves it
+        return build_task(*resolved(corpus, **overrides))
+
+    def reward(corpus, **overrides):  # the LM's reward and REINFORCE's per-action gradient
+        config = resolved(corpus, **overrides)[0]
+        return config.evaluator.lm.reward_variant, config.reinforce.per_action_gradient
 
     on_words = task(counts)
     assert on_words.setup.config.teacher_features is True
     assert on_words.evaluator.lm.config.lexicon_cost == LEXICON_COST
     assert isinstance(on_words.evaluator.lm.lexicon, DirectLexicon)  # as segrl lm train's
+    assert reward(counts) == ("description-length", "sampled")
     on_text = task(small_corpus_file)
     assert on_text.setup.config.teacher_features is False
     assert on_text.evaluator.lm.lexicon is None
     assert on_text.evaluator.lm.config.lexicon_cost == 0
+    assert reward(small_corpus_file) == ("posterior", "forward-kl")
     for overrides in ({"agent": "ppo-batched"}, {"env.teacher_features": False}):
         other = task(counts, **overrides)
         assert other.setup.config.teacher_features is False
         assert other.evaluator.lm.lexicon is None
+        assert reward(counts, **overrides)[0] == "posterior"
+    asked = {"evaluator.lm.reward_variant": "posterior"}  # asked for, it stays
+    assert reward(counts, **asked) == ("posterior", "forward-kl")
+    assert reward(counts, **{"env.reward": "sequence"})[0] == "likelihood"

@@ -63,6 +63,12 @@ LM_SEQUENCE_REWARDS: tuple[str, ...] = typing.get_args(LMSequenceReward)
 LM_PER_ACTION_REWARDS: tuple[str, ...] = typing.get_args(LMPerActionReward)
 """The LM evaluator's rewards by reward mode, the default first (``LM_REWARDS`` says what each
 can do, ``segrl.evaluators.lm`` computes them)."""
+STUDENT_PER_ACTION_REWARD = "description-length"
+"""The LM's per-action reward where ``evaluator.lm.reward_variant`` is unset and the policy reads
+its teacher (``env.teacher_features``; REINFORCE on a word list, by default), instead of the
+mode's first (``posterior``): a student that reads its teacher's log-odds and is rewarded by them
+only becomes its teacher's posterior; rewarded by the description length of its batch's
+segmentation it passes its teacher on word lists (docs/studies/2026-11-29-student-reward.md)."""
 
 
 @dataclass(frozen=True)

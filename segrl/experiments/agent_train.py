@@ -53,7 +53,7 @@ from segrl.config import NO_LIMIT, validate_config
 from segrl.data import Corpus, GoldWord, load_corpus
 from segrl.envs.setup import has_decision
 from segrl.envs.vector import VectorSentenceSegmentEnv
-from segrl.evaluators.registry import evaluator_patience
+from segrl.evaluators.registry import STUDENT_PER_ACTION_REWARD, evaluator_patience
 from segrl.jobs import RUNS_ROOT, Cadence, Job, JobStart, RunDir, TrainResult, resolve_job_tables
 from segrl.lm.config import resolve_lm_config
 from segrl.metrics import (
@@ -249,7 +249,8 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     - the LM evaluator's model (``evaluator.lm.lm``): its row of ``segrl.lm.config.LM_DEFAULTS``
       for the text it reads (``unspaced`` with hidden spaces, else the corpus's kind), with a
       lexicon only for a student that reads its teacher (``can_read_teacher``); its reward variant
-      (``reward_variant``): the reward mode's first; ``pretrain_steps``: all of ``pretrain_epochs``
+      (``reward_variant``): for a policy that reads its teacher, per action,
+      ``STUDENT_PER_ACTION_REWARD`` (the description length), else the reward mode's first; ``pretrain_steps``: all of ``pretrain_epochs``
       over the ``start.texts`` episodes; ``cache_dir``: Morfessor's cache in use;
     - whether the policy reads its teacher (``env.teacher_features``): where it can and the LM
       evaluator's ``slm`` has a lexicon (on a word list, by default). A lexicon's teacher is
@@ -276,7 +277,7 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     pretrain_steps = lm.pretrain_steps
     if pretrain_steps is None:
         pretrain_steps = lm.pretrain_epochs * math.ceil(start.texts / lm.batch_size)
-    lm = replace(lm, lm=lm_options, reward_variant=lm.variant(mode), pretrain_steps=pretrain_steps)
+    lm = replace(lm, lm=lm_options, pretrain_steps=pretrain_steps)
     lm = replace(lm, patience=evaluator_patience(lm, config.env.hide_spaces))
     cache_dir = config.evaluator.cache_dir
     evaluator = replace(
@@ -287,10 +288,15 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     teacher = config.env.teacher_features
     if teacher is None:
         teacher = can_read_teacher(config) and evaluator.teaches_by_default()
+    variant = lm.reward_variant
+    if variant is None:
+        student = evaluator.spec.lm and teacher and mode == "per-action"
+        variant = STUDENT_PER_ACTION_REWARD if student else lm.variant(mode)
+    evaluator = replace(evaluator, lm=replace(lm, reward_variant=variant))
+    config = replace(config, evaluator=evaluator)  # the per-action gradient reads its reward
     resolved = replace(
         config,
         env=replace(config.env, teacher_features=teacher),
-        evaluator=evaluator,
         reinforce=replace(
             config.reinforce,
             entropy_coef=config.reinforce.entropy(mode),
@@ -313,8 +319,11 @@ def segmenter_name(run: RunDir) -> str:
     """The name of the segmenter an agent's run trains (``TrainConfig.name``, in ``segrl compare``):
     of the config as asked (``run.requested``), where an option left to its default names nothing
     (the resolved config says ``env.teacher_features`` where the policy reads its teacher by
-    default)."""
-    return run.requested.name
+    default), but with the LM's reward variant it was trained with (``resolve_train_config``
+    decides it by the corpus)."""
+    requested = run.requested
+    lm = replace(requested.evaluator.lm, reward_variant=run.config.evaluator.lm.reward_variant)
+    return replace(requested, evaluator=replace(requested.evaluator, lm=lm)).name
 
 
 def agent_job(
