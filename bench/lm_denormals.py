@@ -5,7 +5,7 @@ A trained segmental LM's lexicon drives some probabilities below float32's norma
 computes on such denormal numbers many times more slowly. ``segrl.runtime.set_threads`` (every
 job's CPU settings) flushes them to zero. This builds the model ``segrl lm train`` builds on a word
 list (``segmenter_lm``: ``slm`` without context, the direct lexicon of 100,000 entries at
-``LEXICON_COST``), trains it ``--warm`` updates (flushed, the fast way), then times ``--updates``
+``LEXICON_COST``, started from their counts: ``build_word_lm``), trains it ``--warm`` updates (flushed, the fast way), then times ``--updates``
 further updates from the same weights and optimiser state twice: denormals kept, then flushed.
 Prints the median seconds per update of each and their ratio, and the held-out bits per character
 after each, which should agree.
@@ -26,9 +26,8 @@ from lm_step import seconds_per_update  # bench/ is run as a folder of scripts
 from segrl.config import DataConfig
 from segrl.data import load_corpus
 from segrl.experiments.lm_train import segmenter_lm
-from segrl.lm import build_lm
 from segrl.lm.config import resolve_lm_config
-from segrl.lm.lexicon import slm_lexicon
+from segrl.lm.models import build_word_lm
 from segrl.lm.training import LMTrainer, bits_per_char
 from segrl.runtime import seed_everything
 
@@ -47,7 +46,7 @@ def main() -> None:
     words = sorted(corpus.word_counts("train"))
     held_out = sorted(set(corpus.word_counts("valid")) - set(words))[:2000]
     seed_everything(0)
-    model = build_lm(options, corpus.vocab, slm_lexicon(options, words))
+    model = build_word_lm(options, corpus.vocab, words)
     trainer = LMTrainer(model, corpus=words)
     order = words[:]
     random.Random(0).shuffle(order)
