@@ -154,17 +154,25 @@ def test_train_a_student_that_reads_its_teacher(small_corpus_file, tmp_path):
     assert "".join(segments) == "the man walked home"
 
 
-def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, small_corpus_file):
+def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(
+    tmp_path, small_corpus_file, monkeypatch
+):
     """The defaults by corpus: on a word list the LM evaluator has the priced lexicon of ``segrl lm
     train`` and the reinforce agent reads its log-odds and is rewarded per action by the
     description length (``STUDENT_PER_ACTION_REWARD``), sampled; on running text, and for agents
     that cannot read it, no lexicon and the LM's posterior, fitted by the forward KL."""
     from segrl.agents.task import build_task
     from segrl.data import load_corpus
-    from segrl.experiments.agent_train import resolve_train_config, train_start
+    from segrl.experiments.agent_train import (
+        open_run,
+        resolve_train_config,
+        segmenter_name,
+        train_start,
+    )
     from segrl.lm.config import LEXICON_COST
     from segrl.lm.lexicon import DirectLexicon
 
+    monkeypatch.chdir(tmp_path)  # the runs/ folders of open_run
     counts = tmp_path / "words.counts"
     stems, suffixes = ["walk", "talk", "jump", "play", "kick", "look"], ["ed", "ing", "s", ""]
     words = [stem + suffix for stem in stems for suffix in suffixes]
@@ -203,6 +211,11 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(tmp_path, smal
         assert other.setup.config.teacher_features is False
         assert other.evaluator.lm.lexicon is None
         assert reward(counts, **overrides)[0] == "posterior"
+    for corpus, variant in ((counts, "description-length"), (small_corpus_file, "posterior")):
+        values = {"evaluator.name": "lm", "data.corpus": str(corpus), "data.min_char_count": 1}
+        config = build_config(TrainConfig, overrides=values)
+        run = open_run(config, load_corpus(config.data))  # its folder and run named by its reward
+        assert run.path.name == f"reinforce-bilstm-lm-per-action-{variant}" == segmenter_name(run)
     asked = {"evaluator.lm.reward_variant": "posterior"}  # asked for, it stays
     assert reward(counts, **asked) == ("posterior", "forward-kl")
     assert reward(counts, **{"env.reward": "sequence"})[0] == "likelihood"

@@ -139,7 +139,7 @@ def run_train_command(args: argparse.Namespace) -> int:
     from segrl.experiments.agent_train import train
 
     config = train_config(args)
-    print(f"[{config.name}] training; Ctrl-C stops at the next step with a checkpoint", flush=True)
+    print("segrl train: Ctrl-C stops at the next step with a checkpoint", flush=True)
     result = train(config)
     print(f"run folder: {result.run_dir}")
     print(where_to_look(config.tracking.experiment))

@@ -225,8 +225,11 @@ def prepare_job(
 def open_run(config: TrainConfig, corpus: Corpus) -> RunDir:
     """The run folder of an agent's training job on ``corpus`` (``--out``, else ``runs/<name>``),
     and its config resolved there (``run.config``, ``resolve_train_config``)."""
-    default = Path(RUNS_ROOT) / (config.tracking.run_name or config.name)
     start = train_start(config, corpus)
+    name = config.tracking.run_name or trained_name(
+        config, resolve_train_config(config, start.at(RUNS_ROOT))
+    )
+    default = Path(RUNS_ROOT) / name
 
     def resolve(given: TrainConfig, folder: Path) -> TrainConfig:
         return resolve_train_config(given, start.at(folder))
@@ -321,8 +324,13 @@ def segmenter_name(run: RunDir) -> str:
     (the resolved config says ``env.teacher_features`` where the policy reads its teacher by
     default), but with the LM's reward variant it was trained with (``resolve_train_config``
     decides it by the corpus)."""
-    requested = run.requested
-    lm = replace(requested.evaluator.lm, reward_variant=run.config.evaluator.lm.reward_variant)
+    return trained_name(run.requested, run.config)
+
+
+def trained_name(requested: TrainConfig, resolved: TrainConfig) -> str:
+    """``requested``'s name with the LM reward variant ``resolved`` trains with (which
+    ``resolve_train_config`` decides by the corpus where none was asked for)."""
+    lm = replace(requested.evaluator.lm, reward_variant=resolved.evaluator.lm.reward_variant)
     return replace(requested, evaluator=replace(requested.evaluator, lm=lm)).name
 
 
