@@ -5,8 +5,9 @@ A trained segmental LM's lexicon drives some probabilities below float32's norma
 computes on such denormal numbers many times more slowly. ``segrl.runtime.set_threads`` (every
 job's CPU settings) flushes them to zero. This builds the model ``segrl lm train`` builds on a word
 list (``segmenter_lm``: ``slm`` without context, the direct lexicon of 100,000 entries at
-``LEXICON_COST``, started from their counts: ``build_word_lm``), trains it ``--warm`` updates (flushed, the fast way), then times ``--updates``
-further updates from the same weights and optimiser state twice: denormals kept, then flushed.
+``LEXICON_COST``, started from their counts: ``build_word_lm``), trains it ``--warm`` updates
+(flushed, the fast way), then times ``--updates`` further updates from the same weights and
+optimiser state twice: denormals kept, then flushed.
 Prints the median seconds per update of each and their ratio, and the held-out bits per character
 after each, which should agree. (With the lexicon started flat the flushed update was 2.62x as fast
 after 300 updates; started from its counts, the default, about 1.0x: no denormals then.)

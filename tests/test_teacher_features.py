@@ -180,13 +180,16 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(
     gold = tmp_path / "gold.tsv"
     gold.write_text("walked\twalk ed\njumping\tjump ing\n", encoding="utf-8")
 
-    def resolved(corpus, **overrides):
+    def asked(corpus, **overrides):
         values = {"evaluator.name": "lm", "data.corpus": str(corpus), "data.min_char_count": 1}
         if corpus == counts:
             values["gold.path"] = str(gold)
         config = build_config(TrainConfig, overrides={**values, **overrides})
         validate_config(config)
-        loaded = load_corpus(config.data)
+        return config, load_corpus(config.data)
+
+    def resolved(corpus, **overrides):
+        config, loaded = asked(corpus, **overrides)
         return resolve_train_config(config, train_start(config, loaded)), loaded
 
     def task(corpus, **overrides):  # the task of the config as the job resolves it
@@ -212,10 +215,8 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(
         assert other.evaluator.lm.lexicon is None
         assert reward(counts, **overrides)[0] == "posterior"
     for corpus, variant in ((counts, "description-length"), (small_corpus_file, "posterior")):
-        values = {"evaluator.name": "lm", "data.corpus": str(corpus), "data.min_char_count": 1}
-        config = build_config(TrainConfig, overrides=values)
-        run = open_run(config, load_corpus(config.data))  # its folder and run named by its reward
+        run = open_run(*asked(corpus))  # its folder and run named by its reward
         assert run.path.name == f"reinforce-bilstm-lm-per-action-{variant}" == segmenter_name(run)
-    asked = {"evaluator.lm.reward_variant": "posterior"}  # asked for, it stays
-    assert reward(counts, **asked) == ("posterior", "forward-kl")
+    posterior = {"evaluator.lm.reward_variant": "posterior"}  # asked for, it stays
+    assert reward(counts, **posterior) == ("posterior", "forward-kl")
     assert reward(counts, **{"env.reward": "sequence"})[0] == "likelihood"

@@ -253,8 +253,8 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
       for the text it reads (``unspaced`` with hidden spaces, else the corpus's kind), with a
       lexicon only for a student that reads its teacher (``can_read_teacher``); its reward variant
       (``reward_variant``): for a policy that reads its teacher, per action,
-      ``STUDENT_PER_ACTION_REWARD`` (the description length), else the reward mode's first; ``pretrain_steps``: all of ``pretrain_epochs``
-      over the ``start.texts`` episodes; ``cache_dir``: Morfessor's cache in use;
+      ``STUDENT_PER_ACTION_REWARD`` (the description length), else the reward mode's first;
+      ``pretrain_steps``: all of ``pretrain_epochs`` over the ``start.texts`` episodes; ``cache_dir``: Morfessor's cache in use;
     - whether the policy reads its teacher (``env.teacher_features``): where it can and the LM
       evaluator's ``slm`` has a lexicon (on a word list, by default). A lexicon's teacher is
       confident and decides by whole words: a student that reads only the characters collapsed to
@@ -296,14 +296,14 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
         student = evaluator.spec.lm and teacher and mode == "per-action"
         variant = STUDENT_PER_ACTION_REWARD if student else lm.variant(mode)
     evaluator = replace(evaluator, lm=replace(lm, reward_variant=variant))
-    config = replace(config, evaluator=evaluator)  # the per-action gradient reads its reward
+    rewarded = replace(config, evaluator=evaluator)  # the per-action gradient reads its reward
     resolved = replace(
-        config,
+        rewarded,
         env=replace(config.env, teacher_features=teacher),
         reinforce=replace(
             config.reinforce,
             entropy_coef=config.reinforce.entropy(mode),
-            per_action_gradient=config.per_action_gradient(),
+            per_action_gradient=rewarded.per_action_gradient(),
         ),
         ppo=replace(
             config.ppo,
@@ -315,7 +315,7 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
         threads=start.threads if config.threads is None else config.threads,
         max_minutes=float(NO_LIMIT) if config.max_minutes is None else config.max_minutes,
     )
-    return resolve_job_tables(resolved, start, config.name)
+    return resolve_job_tables(resolved, start, trained_name(config, resolved))
 
 
 def segmenter_name(run: RunDir) -> str:
