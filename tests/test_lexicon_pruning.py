@@ -269,27 +269,75 @@ def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
     assert set(SAVED_UNSET) == set(TABLE_OPTIONS) and SAVED_UNSET["speller_entries"] == 0.0
 
 
-def test_a_category_lexicon_counts_and_prunes_an_entry_in_every_category():
-    """``categories`` with a direct lexicon: one row of logits per category; an entry's counted
-    uses are its uses in every category together, and a pruning takes it from all of them."""
-    from segrl.lm.lexicon import CategoryDirectLexicon
-
+def category_lm():
     lm = tiny(
         "slm", context="none", lexicon=LEXICON, lexicon_logits="direct", speller="bigram",
         categories="prefix-stem-suffix",
     )  # fmt: skip
     lm.config = replace(lm.config, lexicon_prune=True, lexicon_cost=2.0)
+    return lm
+
+
+def test_a_category_lexicon_counts_uses_per_category_and_prunes_an_entry_from_all():
+    """``categories`` with a direct lexicon: one row of logits per category; an entry's uses are
+    counted in each category apart, its gain is the sum over categories of uses times gain per
+    use there, and a pruning takes it from every category."""
+    from segrl.lm.lexicon import CategoryDirectLexicon
+
+    lm = category_lm()
     assert isinstance(lm.lexicon, CategoryDirectLexicon)
     assert lm.lexicon.logits.shape == (3, len(LEXICON))
     trainer = LMTrainer(lm, lr=1e-3)
     trainer.marginal_step(["abab", "aba", "bab"])
-    assert trainer.usage.counts.sum().item() > 1.0
-    gains = torch.zeros(len(LEXICON))
-    gains[LEXICON.index("ab")] = 1e6  # "ab" pays; the others gain nothing
+    counts = trainer.usage.counts
+    assert counts.shape == (3, len(LEXICON))
+    assert (counts.sum(1) > 0.1).sum() >= 2  # uses in more than one category
+    gains = torch.zeros(3, len(LEXICON))
+    for entry, share in (("bab", 0.6), ("ba", 0.4), ("ab", 1e3)):  # of its price, in each of two
+        i = LEXICON.index(entry)
+        price = 2.0 * (len(entry) + 1)
+        assert counts[1:, i].min() > 0.05  # used as a stem and as a suffix
+        gains[1:, i] = share * price / counts[1:, i]
     trainer.usage.prune(gains, price=2.0)
     kept = trainer.usage.kept()
-    assert kept.tolist() == [entry == "ab" for entry in LEXICON]
+    # "bab" pays with its uses in both categories (1.2 times its price), "ba" does not (0.8)
+    assert kept.tolist() == [entry in ("ab", "bab") for entry in LEXICON]
     assert (lm.lexicon.logits[:, ~kept] == PRUNED_LOGIT).all()
     assert (lm.lexicon.logits[:, kept] > PRUNED_LOGIT / 2).all()
     loss, _ = lm.marginal_loss(lm.encode(["abab"]))
     assert torch.isfinite(loss)
+
+
+def test_a_category_entrys_gain_is_what_it_gains_in_each_category_alone():
+    """With categories an entry's gain per use in category k is the gain of the same entry in an
+    slm without categories whose lexicon is category k's row (its gate, logits, terminators): a
+    suffix is weighed as a suffix. Read whole, the morphotactics make a lone entry a stem, and an
+    entry only the suffix row holds would gain nothing."""
+    from segrl.lm.morphotactics import STEM, SUFFIX
+
+    lm = category_lm()
+    with torch.no_grad():
+        lm.lexicon.logits.copy_(torch.tensor([[0.2, 0.1, -20, -0.3]] * 3))
+        lm.lexicon.logits[SUFFIX, LEXICON.index("ba")] = 3.0  # "ba" only as a suffix
+        lm.lexicon.gate_bias.copy_(torch.tensor([0.5, 1.0, 2.0]))
+        lm.lexicon.terminator_bias.normal_()
+    gains = lm.entry_gains(LEXICON)
+    assert gains.shape == (3, len(LEXICON))
+    for k in range(3):
+        plain = tiny(
+            "slm", context="none", lexicon=LEXICON, lexicon_logits="direct", speller="bigram"
+        )
+        plain.config = replace(plain.config, lexicon_prune=True, lexicon_cost=2.0)
+        shared = {
+            n: v
+            for n, v in lm.state_dict().items()
+            if not n.startswith(("lexicon.", "transitions."))
+        }
+        plain.load_state_dict(shared, strict=False)
+        with torch.no_grad():
+            plain.lexicon.logits.copy_(lm.lexicon.logits[k])
+            plain.lexicon.gate_bias.fill_(lm.lexicon.gate_bias[k].item())
+            plain.lexicon.terminator_bias.copy_(lm.lexicon.terminator_bias[k])
+        assert torch.allclose(gains[k], plain.entry_gains(LEXICON), atol=1e-5), k
+    ba = LEXICON.index("ba")
+    assert gains[SUFFIX, ba] > 1.0 > abs(gains[STEM, ba].item())

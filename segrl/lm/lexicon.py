@@ -134,9 +134,9 @@ class Lexicon(nn.Module):
         self.entries = list(entries)
         self.index = {s: i for i, s in enumerate(self.entries)}
         self.count_probe: torch.Tensor | None = None
-        """[M] zeros that ``mix`` adds to every entry's log-probability while set: the gradient of
-        a log-likelihood with respect to it is each entry's expected number of uses
-        (``LexiconUsage``)."""
+        """[M] zeros that ``mix`` adds to every entry's log-probability while set (``[K, M]``, a row
+        per category, for ``CategoryDirectLexicon``): the gradient of a log-likelihood with respect
+        to it is each entry's expected number of uses (``LexiconUsage``)."""
         chars = torch.tensor([len(s) + 1 for s in self.entries], dtype=torch.float)
         self.register_buffer("spelled_chars", chars, persistent=False)  # [M], terminator counted
 
@@ -172,12 +172,17 @@ class Lexicon(nn.Module):
             logits = self.entry_logits(cond)  # [N, M]
             entry = logits.gather(1, safe.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=1)
         if self.count_probe is not None:
-            entry = entry + self.count_probe[safe]
+            entry = entry + self.probe_row(cond, safe)
         term_logit = self.terminator_logits(cond, safe)
         spell_share = F.logsigmoid(-gate) + spelled
         term = F.logsigmoid(torch.where(space_follows, term_logit, -term_logit))
         lexical = F.logsigmoid(gate) + entry + term
         return torch.where(known, torch.logaddexp(lexical, spell_share), spell_share)
+
+    def probe_row(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """[N] the ``count_probe``'s entries ``ids`` under the context ``cond``: one probe for
+        every context (a category's lexicon has one row of it per category)."""
+        return self.count_probe[ids]
 
     def gate_logit(self, cond: torch.Tensor) -> torch.Tensor:
         """``logit lambda(h)``: [] for ``cond`` [H], [N] for [N, H]."""
@@ -271,6 +276,12 @@ class CategoryDirectLexicon(DirectLexicon):
     def entry_logits(self, cond: torch.Tensor) -> torch.Tensor:
         return cond @ self.logits
 
+    def probe_row(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The probe's row of ``cond``'s category (``count_probe`` is ``[K, M]``): each entry's
+        uses are counted in each category apart, as its gain is (``SLM.entry_gains``)."""
+        rows = cond @ self.count_probe  # [M], or [N, M]
+        return rows[ids] if rows.dim() == 1 else rows.gather(1, ids.unsqueeze(1)).squeeze(1)
+
     def terminator_logits(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         table = cond @ self.terminator_bias  # [M], or [N, M]
         if table.dim() == 1:
@@ -295,11 +306,16 @@ class LexiconUsage:
     instead; ``SLM.entry_gains``), against ``price * (|m| + 1)`` nats, Morfessor's lexicon code at
     ``price`` nats a character. An entry no draw used gains nothing and goes. A pruned entry's
     logit is ``PRUNED_LOGIT`` for good: its texts then use the parts or the speller.
+
+    With categories (``CategoryDirectLexicon``) uses and gains are counted per category, ``[K,
+    M]``, and an entry's gain is the sum over categories of its uses there times its gain per use
+    there: a suffix is weighed by what it gains as a suffix, not as a word of its own (alone, the
+    morphotactics make an entry a stem).
     """
 
     def __init__(self, lexicon: DirectLexicon):
         self.lexicon = lexicon
-        self.counts = torch.zeros(len(lexicon), dtype=torch.float64)
+        self.counts = torch.zeros(lexicon.logits.shape, dtype=torch.float64)  # [M], or [K, M]
         self.updates = 0
         """Updates counted since the last pruning: with none, there is nothing to prune on."""
 
@@ -310,7 +326,7 @@ class LexiconUsage:
 
     def probe(self) -> torch.Tensor:
         """A fresh zero probe on the lexicon; read it with ``add`` after the backward pass."""
-        probe = torch.zeros(len(self.lexicon), device=self.lexicon.logits.device)
+        probe = torch.zeros(self.counts.shape, device=self.lexicon.logits.device)
         self.lexicon.count_probe = probe.requires_grad_()
         return probe
 
@@ -329,15 +345,15 @@ class LexiconUsage:
 
     @torch.no_grad()
     def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:
-        """Prunes the kept entries whose ``gains`` ([M] nats per use) times their counted uses are
-        below their spelling's price, at most ``fraction`` of the kept entries, those that gain
+        """Prunes the kept entries whose ``gains`` (nats per use, shaped as ``counts``) times their
+        counted uses (summed over categories) are below their spelling's price, at most ``fraction`` of the kept entries, those that gain
         least for their price first; resets the counts. Returns the entries kept and pruned, or
         {} where no update was counted since the last pruning (every count would read 0)."""
         if not self.updates:
             return {}
         kept = self.kept()
         cost = price * self.lexicon.spelled_chars.cpu().double()  # |m| + 1 characters
-        gained = self.counts * gains.double().cpu()
+        gained = (self.counts * gains.double().cpu()).reshape(-1, len(self.lexicon)).sum(0)
         drop = kept & (gained < cost)
         limit = int(fraction * int(kept.sum()))
         if int(drop.sum()) > limit:  # the worst ratios of gain to price go first
@@ -352,5 +368,8 @@ class LexiconUsage:
         return {"counts": self.counts.clone(), "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.counts = state["counts"].clone().double()
+        counts = state["counts"].double()
+        if counts.shape != self.counts.shape:  # a category model's [M] uses, before [K, M]
+            counts = (counts / self.counts.shape[0]).expand_as(self.counts)
+        self.counts = counts.clone()
         self.updates = int(state.get("updates", 1))

@@ -320,7 +320,12 @@ class SLM(SegmentLM):
         gains the training objective: ``log p(m) - log p(m | without m)``, its marginal
         (``objective_table``'s) with and without its own lexicon entry (without it, ``m`` is
         spelled by the speller or made of other segments). ``LexiconUsage.prune`` weighs it by the
-        entry's uses."""
+        entry's uses.
+
+        With categories, ``[K, E]``: the gain of a use in each category, the entry and its parts
+        all of that category (the category's own lexicon and gate, no transitions). Alone, the
+        morphotactics would read every entry as a word of one stem, so that a suffix would be
+        weighed by what it gains as a stem, little, and pruned however often suffixes use it."""
         gains = []
         was_training = self.training
         self.eval()
@@ -328,18 +333,28 @@ class SLM(SegmentLM):
             for begin in range(0, len(entries), batch_size):
                 chars = self.encode(list(entries[begin : begin + batch_size]))
                 space = space_mask(self.vocab, chars)
-                with_it = self._log_partition(
-                    self.objective_table(chars, space), space, chars.lengths
-                )
-                without = self._log_partition(
+                tables = (
+                    self.objective_table(chars, space),
                     self.objective_table(chars, space, whole_from_lexicon=False),
-                    space,
-                    chars.lengths,
+                )
+                with_it, without = (
+                    self._log_partition(table, space, chars.lengths)
+                    if self.transitions is None
+                    else torch.stack(  # [K, B]: each category's table on its own
+                        [
+                            lattice.log_partition(one, space, chars.lengths)
+                            for one in table.unbind(-1)
+                        ]
+                    )
+                    for table in tables
                 )
                 gains.append(with_it - without)
         finally:
             self.train(was_training)
-        return torch.cat(gains) if gains else torch.zeros(0)
+        if not gains:
+            shape = (0,) if self.transitions is None else (len(morphotactics.CATEGORIES), 0)
+            return torch.zeros(shape)
+        return torch.cat(gains, dim=-1)
 
     # --- scores ----------------------------------------------------------------------------------
     def segment_scores(self, batch: SegmentedBatch) -> SegmentScores:

@@ -174,8 +174,8 @@ class LMTrainer:
         entries = [
             entry for entry, keep in zip(model.lexicon.entries, kept.tolist(), strict=True) if keep
         ]
-        gains = torch.zeros(len(kept))
-        gains[kept] = model.entry_gains(entries).cpu()
+        gains = torch.zeros(self.usage.counts.shape)  # [M], or [K, M] with categories
+        gains[..., kept] = model.entry_gains(entries).cpu()
         config = model.config
         return self.usage.prune(gains, config.lexicon_cost, config.lexicon_prune_fraction)
 
