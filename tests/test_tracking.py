@@ -72,6 +72,33 @@ def test_segmenter_runs_for_compare(mlflow_store):
         segmenter_runs("other")
 
 
+def test_a_segmenter_run_logs_its_scores_to_four_decimals(mlflow_store):
+    """MLflow's tables show a metric as it was logged: the scores are logged rounded, the others
+    (a model's bits per character, counts, the covered fraction) as they are."""
+    metrics = {
+        "boundary_f1": 2 / 3,
+        "posterior/word_f1": 1 / 7,
+        "boundary_f1_by_length/5-7": 0.123456,
+        "gold_units_per_char": 0.33333333,
+        "bits_per_char": 2.3456789,
+        "covered_fraction": 39999 / 40000,  # rounded, it would read as the whole gold set
+        "gold_words": 40000.0,
+    }
+    with start_run({"x": 1}, "exp", "m") as run:
+        log_segmenter("morfessor", "baseline", metrics)
+    assert MlflowClient(tracking_uri()).get_run(run.info.run_id).data.metrics == {
+        "boundary_f1": 0.6667,
+        "posterior/word_f1": 0.1429,
+        "boundary_f1_by_length/5-7": 0.1235,
+        "gold_units_per_char": 0.3333,
+        "bits_per_char": 2.3456789,
+        "covered_fraction": 0.999975,
+        "gold_words": 40000.0,
+    }
+    (row,) = segmenter_runs("exp")
+    assert row["boundary_f1"] == 0.6667 and row["bits_per_char"] == 2.3456789
+
+
 def test_compare_reads_runs_logged_under_the_old_units_names():
     # segrl evaluate once logged its units per character of the gold words as units_per_char
     old = {"boundary_f1": 0.5, "units_per_char": 0.27}
