@@ -132,7 +132,7 @@ def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
     if not runs:
         raise SystemExit(f"ui-check: no run of '{experiment}' has a boundary_f1 on all its gold")
     ids = [r.info.run_id for r in runs]
-    groups: dict[tuple, list[str]] = {}  # the runs of each of the view's groups, best first
+    groups: dict[str | None, list[str]] = {}  # the runs of each of the view's groups, best first
     for r in runs:
         groups.setdefault(view_group(r), []).append(r.info.run_id)
     largest = max(groups.values(), key=len)

@@ -47,6 +47,7 @@ from segrl.tracking.tags import (
     SEGMENTER_TAG,
     extra_run_tags,
     gold_coverage,
+    label_tags,
     source_tags,
     version_tags,
 )
@@ -276,8 +277,8 @@ def log_data(
 ) -> None:
     """Record what the active run trained on and was scored against: the corpus's settings
     (``corpus.json``), and its source and the gold set's as tags with their fingerprints (hashes of
-    the normalised text and of the gold analyses) and languages, the gold set's size
-    (``GOLD_COVERAGE_TAG``: all of it is scored), and as MLflow dataset inputs."""
+    the normalised text and of the gold analyses), languages and short labels (``label_tags``), the
+    gold set's size (``GOLD_COVERAGE_TAG``: all of it is scored), and as MLflow dataset inputs."""
     from segrl.data.languages import corpus_language, gold_language
 
     log_dict(corpus.settings, "corpus.json")
@@ -301,7 +302,7 @@ def log_data(
             }
         )
         inputs.append(("gold", label, digest, "evaluation"))
-    set_tags(tags)
+    set_tags({**tags, **label_tags(tags)})
     for name, where, digest, context in inputs:
         log_dataset_input(name, where, digest, context)
 
