@@ -611,9 +611,12 @@ def test_a_run_is_named_as_compare_names_its_segmenter_and_records_its_source(
     (logged,) = mlflow.search_logged_models(
         filter_string=f"source_run_id = '{agent_run}'", output_format="list"
     )
-    assert logged.name == "model"
+    assert logged.name == "model"  # MLflow finds runs:/RUN_ID/model by it (log_segmenter_model)
     assert logged.tags["segrl.segmenter"] == "reinforce-bilstm-gold-per-action"
     assert logged.tags["segrl.kind"] == "agent"
+    # its page in the UI names the segmenter (the list of models shows its run, named the same)
+    description = "segrl segmenter `reinforce-bilstm-gold-per-action` (agent)"
+    assert logged.tags["mlflow.note.content"] == description
 
 
 @pytest.mark.parametrize(
