@@ -45,8 +45,9 @@ test-fast: $(STAMP)
 	$(PYTHON) -m pytest -m "not slow"
 
 # Screenshots of the MLflow UI in headless Chromium (apt-get install chromium): the runs table,
-# a comparison of three runs, a run's page and its picture; into ui-check/. Of your store where
-# MLFLOW_TRACKING_URI is set, else of a sample store (runs on two corpora, an agent run).
+# a comparison of three runs, a run's page and its picture, the logged models; into ui-check/. Of
+# your store where MLFLOW_TRACKING_URI is set, else of a sample store (runs on two corpora, an
+# agent run).
 ui-check: $(STAMP)
 	$(PYTHON) tools/ui_check.py --out ui-check
 

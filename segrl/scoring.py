@@ -246,6 +246,7 @@ def log_scores(
         GOLD_LANGUAGE_TAG,
         GOLD_TAG,
         gold_coverage,
+        label_tags,
     )
 
     for r in results:
@@ -254,16 +255,15 @@ def log_scores(
         if not r.gold.startswith("bundled:"):
             params["gold.path"] = r.gold
         with start_run(params, experiment, name):
-            set_tags(
-                {
-                    GOLD_TAG: r.gold,
-                    GOLD_FINGERPRINT_TAG: r.fingerprint,
-                    GOLD_LANGUAGE_TAG: gold_language(r.gold),
-                    GOLD_COVERAGE_TAG: gold_coverage(
-                        r.covered, r.size, "utterances" if WORD_F1 in r.metrics else "words"
-                    ),
-                }
-            )
+            tags = {
+                GOLD_TAG: r.gold,
+                GOLD_FINGERPRINT_TAG: r.fingerprint,
+                GOLD_LANGUAGE_TAG: gold_language(r.gold),
+                GOLD_COVERAGE_TAG: gold_coverage(
+                    r.covered, r.size, "utterances" if WORD_F1 in r.metrics else "words"
+                ),
+            }
+            set_tags({**tags, **label_tags(tags)})
             log_dataset_input("gold", r.gold, r.fingerprint, "evaluation")
             if predictions_options is not None and Path(source).is_file():
                 digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16]

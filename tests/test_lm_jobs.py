@@ -64,14 +64,14 @@ def test_lm_train_logs_an_slm_segmenter_and_resumes(corpus, mlflow_store, capsys
         mlflow_store / "out"
     ).segment_words(["walked"])
     model = load_lm(mlflow_store / "out" / "best")
-    # the posterior decoding is scored beside Viterbi, under its prefix, in MLflow too
+    # the posterior decoding is scored beside Viterbi, under its prefix, in MLflow too (to 4 decimals)
     posterior = evaluate_word_segmenter(
         LMSegmenter(model, decoding="posterior").segment_words, gold, corpus.test
     )
     assert metrics["posterior/boundary_f1"] == pytest.approx(posterior["boundary_f1"])
     assert metrics["posterior/units_per_char"] == pytest.approx(posterior["units_per_char"])
     logged = MlflowClient().get_run(runs[0]["run_id"]).data.metrics
-    assert logged["posterior/boundary_f1"] == pytest.approx(posterior["boundary_f1"])
+    assert logged["posterior/boundary_f1"] == pytest.approx(posterior["boundary_f1"], abs=5e-5)
     assert not any(k.startswith("posterior/boundary_f1_by_length") for k in metrics)
     # the saved model keeps the length penalty it trained with (unset: 0 on running text)
     assert model.config == dataclasses.replace(config.lm, length_penalty=0.0)

@@ -19,7 +19,7 @@ from segrl.errors import TrackingError
 from segrl.tracking.queries import compare_metrics, segmenter_runs
 from segrl.tracking.runs import log_metrics, log_segmenter, start_run
 from segrl.tracking.store import ensure_reachable, tracking_uri
-from segrl.tracking.tags import RUN_TAGS_VARIABLE, SEGMENTER_TAG, version_tags
+from segrl.tracking.tags import RUN_TAGS_VARIABLE, SEGMENTER_TAG, source_label, version_tags
 from segrl.tracking.ui import (
     EXPERIMENT_KIND_TAG,
     VIEW_NAME,
@@ -70,6 +70,33 @@ def test_segmenter_runs_for_compare(mlflow_store):
     assert len(segmenter_runs("exp", latest_only=False)) == 3
     with pytest.raises(TrackingError, match="no experiment named 'other'"):
         segmenter_runs("other")
+
+
+def test_a_segmenter_run_logs_its_scores_to_four_decimals(mlflow_store):
+    """MLflow's tables show a metric as it was logged: the scores are logged rounded, the others
+    (a model's bits per character, counts, the covered fraction) as they are."""
+    metrics = {
+        "boundary_f1": 2 / 3,
+        "posterior/word_f1": 1 / 7,
+        "boundary_f1_by_length/5-7": 0.123456,
+        "gold_units_per_char": 0.33333333,
+        "bits_per_char": 2.3456789,
+        "covered_fraction": 39999 / 40000,  # rounded, it would read as the whole gold set
+        "gold_words": 40000.0,
+    }
+    with start_run({"x": 1}, "exp", "m") as run:
+        log_segmenter("morfessor", "baseline", metrics)
+    assert MlflowClient(tracking_uri()).get_run(run.info.run_id).data.metrics == {
+        "boundary_f1": 0.6667,
+        "posterior/word_f1": 0.1429,
+        "boundary_f1_by_length/5-7": 0.1235,
+        "gold_units_per_char": 0.3333,
+        "bits_per_char": 2.3456789,
+        "covered_fraction": 0.999975,
+        "gold_words": 40000.0,
+    }
+    (row,) = segmenter_runs("exp")
+    assert row["boundary_f1"] == 0.6667 and row["bits_per_char"] == 2.3456789
 
 
 def test_compare_reads_runs_logged_under_the_old_units_names():
@@ -278,19 +305,20 @@ def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
     view = json.loads(saved["state"])
     assert view == runs_view()
     assert view["selectedColumns"][:6] == [
-        "tags.`segrl.corpus`",
+        "tags.`segrl.corpus_label`",
         "tags.`segrl.corpus_language`",  # a corpus scored on gold of another language shows
-        "tags.`segrl.gold`",
+        "tags.`segrl.gold_label`",
         "tags.`segrl.gold_language`",
         "tags.`segrl.gold_coverage`",
         "metrics.`boundary_f1`",  # the sort key, before the other metrics
     ]
     assert "metrics.`boundary_precision`" in view["selectedColumns"]
-    assert view["groupBy"]["groupByKeys"] == [
-        {"mode": "tag", "groupByData": "segrl.corpus"},
-        {"mode": "tag", "groupByData": "segrl.gold"},
-        {"mode": "tag", "groupByData": "segrl.gold_coverage"},  # a part of the gold: not ranked
-    ]
+    # one tag, corpus, gold and the part of it scored: MLflow names the group by its value alone
+    assert view["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": "segrl.data"}]
+    widths = view["columnWidths"]
+    # with MLflow's checkbox and Created columns (about 225 px), they fit the 1345 px of the
+    # table in a window 1600 px wide, boundary F1 the last
+    assert sum(widths[c] for c in ["attributes.`Run Name`", *view["selectedColumns"][:6]]) <= 1120
     assert view["orderByKey"] == "metrics.`boundary_f1`" and view["orderByAsc"] is False
     number = experiment.experiment_id
     assert runs_table_url("http://127.0.0.1:5000", "exp") == (
@@ -308,6 +336,67 @@ def test_the_experiment_opens_on_its_runs_by_corpus_and_gold(mlflow_store):
     with start_run({"x": 1}, "exp", "another"):
         pass
     assert json.loads(client.get_experiment(number).tags[VIEW_TAG])["name"] == VIEW_NAME
+
+
+@pytest.mark.parametrize(
+    ("source", "label"),
+    [
+        (
+            "goldwords:/long/path/to/sigmorphon2022/mon.word.train.tsv",
+            "goldwords:mon.word.train.tsv",
+        ),
+        ("/long/path/to/corpora/mon.txt", "mon.txt"),
+        ("segmented:/data/brent/", "segmented:brent"),
+        ("segmented:bundled", "segmented:bundled"),
+        ("wordfreq:en", "wordfreq:en"),
+        ("synthetic:3", "synthetic:3"),
+        ("bundled:wikitext2_test.txt.gz", "bundled"),
+        ("bundled:sigmorphon2022_eng_word_dev_surface.tsv.gz", "bundled"),
+        ("eng.word.dev.tsv", "eng.word.dev.tsv"),
+    ],
+)
+def test_a_source_is_labelled_by_its_kind_and_file_name(source, label):
+    assert source_label(source) == label
+
+
+def test_the_view_groups_runs_by_one_short_label_of_their_data(mlflow_store):
+    """A corpus and a gold set given by long paths are labelled by their kinds and file names (the
+    sources stay whole in their own tags), and the three parts of a view's group are one tag. A run
+    logged before these labels gets them when the experiment's link is made (``segrl ui``)."""
+    from segrl.config import DataConfig
+    from segrl.data.corpus import load_corpus
+    from segrl.data.gold import load_gold
+    from segrl.tracking.runs import log_data, set_tags
+
+    folder = mlflow_store / "long" / "path" / "to" / "sigmorphon2022"
+    folder.mkdir(parents=True)
+    stems, endings = ("walk", "jump", "talk", "play", "call"), ("ed", "s", "ing", "er")
+    words = [f"{s}{e}\t{s} @@{e}" for s in stems for e in endings]
+    (folder / "mon.word.train.tsv").write_text("\n".join(words) + "\n", encoding="utf-8")
+    (folder / "mon.word.dev.tsv").write_text("\n".join(words[:3]) + "\n", encoding="utf-8")
+    source, gold_file = (
+        f"goldwords:{folder / 'mon.word.train.tsv'}",
+        str(folder / "mon.word.dev.tsv"),
+    )
+    corpus = load_corpus(DataConfig(corpus=source, min_char_count=1))
+    with start_run({"x": 1}, "exp", "new") as new:
+        log_data(corpus, gold_file, load_gold(gold_file))
+    with start_run({"x": 1}, "exp", "old") as old:  # tagged as segrl did before the labels
+        set_tags({"segrl.corpus": "wordfreq:en", "segrl.gold": gold_file})
+    with start_run({"x": 1}, "exp", "no data") as bare:
+        pass
+    client = MlflowClient(tracking_uri())
+    tags = client.get_run(new.info.run_id).data.tags
+    assert (tags["segrl.corpus"], tags["segrl.gold"]) == (source, gold_file)
+    assert tags["segrl.corpus_label"] == "goldwords:mon.word.train.tsv"
+    assert tags["segrl.gold_label"] == "mon.word.dev.tsv"
+    assert tags["segrl.data"] == "goldwords:mon.word.train.tsv | mon.word.dev.tsv | all 3 words"
+    assert "segrl.data" not in client.get_run(old.info.run_id).data.tags
+    runs_table_url("http://127.0.0.1:5000", "exp")
+    tags = client.get_run(old.info.run_id).data.tags
+    assert tags["segrl.data"] == "wordfreq:en | mon.word.dev.tsv | (none)"  # no coverage tag then
+    assert tags["segrl.corpus_label"] == "wordfreq:en" and tags["segrl.corpus"] == "wordfreq:en"
+    assert "segrl.data" not in client.get_run(bare.info.run_id).data.tags  # not a segmenter's
 
 
 def test_segrl_s_mlflow_app_serves_the_page_that_opens_the_view(mlflow_store):
@@ -340,13 +429,19 @@ def test_segrl_s_mlflow_app_serves_the_page_that_opens_the_view(mlflow_store):
 def test_segrl_ui_opens_the_view_in_a_browser(mlflow_store):
     """``segrl ui --experiment`` links its page of segrl's MLflow app for that experiment (a
     bench's, not the default one beside it); in Chromium the runs table then shows the corpus and
-    gold columns, grouped, without a shared-view banner, on the classic pages."""
+    gold columns, grouped by their labels (given to a run tagged before them), without a
+    shared-view banner, on the classic pages."""
     with start_run({"x": 1}, "segrl", "a-default-run"):
         log_segmenter("unigram", "baseline", {"boundary_f1": 0.25})
     with start_run({"x": 1}, "segrl-bench", "a-run"):
         log_segmenter("unigram", "baseline", {"boundary_f1": 0.5})
         mlflow.set_tags(
-            {"segrl.corpus": "wordfreq:en", "segrl.gold": "gold.tsv", "segrl.gold_language": "eng"}
+            {
+                "segrl.corpus": "wordfreq:en",
+                "segrl.gold": "/long/path/to/sigmorphon2022/eng.word.dev.tsv",
+                "segrl.gold_language": "eng",
+                "segrl.gold_coverage": "all 2000 words",
+            }
         )
     port = closed_port()
     process = subprocess.Popen(
@@ -371,7 +466,7 @@ def test_segrl_ui_opens_the_view_in_a_browser(mlflow_store):
             capture_output=True, text=True, timeout=180, check=True,
         ).stdout  # fmt: skip
         # the table draws the columns in sight: the corpus and gold set come first
-        assert "Group: segrl.corpus: wordfreq:en, segrl.gold: gold.tsv" in dom
+        assert "Group: wordfreq:en | eng.word.dev.tsv | all 2000 words" in dom
         assert "viewing a shared view" not in dom
         assert "Model registry" in dom and "Agent versions" not in dom  # not the GenAI pages
     finally:
@@ -516,9 +611,12 @@ def test_a_run_is_named_as_compare_names_its_segmenter_and_records_its_source(
     (logged,) = mlflow.search_logged_models(
         filter_string=f"source_run_id = '{agent_run}'", output_format="list"
     )
-    assert logged.name == "model"
+    assert logged.name == "model"  # MLflow finds runs:/RUN_ID/model by it (log_segmenter_model)
     assert logged.tags["segrl.segmenter"] == "reinforce-bilstm-gold-per-action"
     assert logged.tags["segrl.kind"] == "agent"
+    # its page in the UI names the segmenter (the list of models shows its run, named the same)
+    description = "segrl segmenter `reinforce-bilstm-gold-per-action` (agent)"
+    assert logged.tags["mlflow.note.content"] == description
 
 
 @pytest.mark.parametrize(

@@ -272,7 +272,7 @@ def test_training_lowers_the_loss_and_registers_the_segmenter(
     assert result.metrics["kept_per_char"] == pytest.approx(1.0)
     rows = segmenter_runs()
     assert [(r["segmenter"], r["kind"]) for r in rows] == [("transformer", "units")]
-    assert rows[0][SEGMENT_F1] == pytest.approx(result.metrics[SEGMENT_F1])
+    assert rows[0][SEGMENT_F1] == pytest.approx(result.metrics[SEGMENT_F1], abs=5e-5)  # 4 decimals
     artifacts = mlflow_store / "mlruns"
     assert list(artifacts.rglob("attention/sentence_0.png"))
     assert list(artifacts.rglob("robustness/accuracy.png"))

@@ -5,8 +5,9 @@ on two corpora: three classic segmenters on the bundled corpus, Morfessor on ``w
 short agent run. It serves the store with ``segrl ui`` (a tracking server is shot as it is) and
 takes screenshots with headless Chromium (Debian's ``chromium`` package), in one new browser
 profile: the runs table of the experiment as ``segrl ui`` links it, the comparison of the three
-best runs on the corpus and gold set with the most runs, and the best run's page and its
-boundary-F1-by-length picture (runs scored on a part of their gold set left out) (its Artifacts tab). Prints where they are.
+best runs on the corpus and gold set with the most runs, the best run's page and its
+boundary-F1-by-length picture (its Artifacts tab; runs scored on a part of their gold set left out),
+and the experiment's logged models. Prints where they are.
 
     python tools/ui_check.py --out docs/img
 """
@@ -118,7 +119,8 @@ def _log_sample_runs(folder: str, env: dict[str, str], max_sentences: str, exper
 def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
     """The comparison of the three best runs of the view's largest group (corpus, gold set and the
     part of it scored), the best run's page and its picture; runs scored on a part of their gold set
-    (a predictions file's words) are left out, as ``segrl compare`` tabulates them apart."""
+    (a predictions file's words) are left out, as ``segrl compare`` tabulates them apart. And the
+    experiment's logged models (each named ``model``, beside its run)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -132,7 +134,7 @@ def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
     if not runs:
         raise SystemExit(f"ui-check: no run of '{experiment}' has a boundary_f1 on all its gold")
     ids = [r.info.run_id for r in runs]
-    groups: dict[tuple, list[str]] = {}  # the runs of each of the view's groups, best first
+    groups: dict[str | None, list[str]] = {}  # the runs of each of the view's groups, best first
     for r in runs:
         groups.setdefault(view_group(r), []).append(r.info.run_id)
     largest = max(groups.values(), key=len)
@@ -148,6 +150,7 @@ def _run_pages(base: str, uri: str, experiment: str) -> dict[str, str]:
         "compare-three-runs.png": f"{base}/{compare}",
         "run-page.png": f"{base}/{run}",
         "run-picture.png": f"{base}/{run}/artifacts/{PICTURE}",
+        "models.png": f"{base}/#/experiments/{found.experiment_id}/models",
     }
 
 

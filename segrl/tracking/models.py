@@ -24,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 import mlflow.pyfunc
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from segrl.errors import TrackingError
 from segrl.model_files import MODEL_ARTIFACT, SEGMENTER_ARTIFACT
@@ -42,9 +43,23 @@ def log_segmenter_model(folder: str | Path, register: str | None = None) -> str:
     ``model``, with an input example and its signature; ``register``: also a new version of that
     registered model). Returns its URI, ``runs:/RUN_ID/model``.
 
-    The model is named ``model`` in every run: MLflow finds ``runs:/RUN_ID/model`` by the name of
-    the run's logged model. It carries the run's ``segrl.segmenter`` and ``segrl.kind`` tags (set by
-    ``log_segmenter`` before it), which name it in the MLflow UI's models."""
+    The model is named ``model`` in every run, not after its segmenter. In MLflow 3 a logged model's
+    name is the path of its ``runs:/`` URI: ``runs:/RUN_ID/NAME`` is the logged model of that run
+    whose name is ``NAME`` (``RunsArtifactRepository._get_logged_model_artifact_repo`` in
+    ``mlflow/store/artifact/runs_artifact_repo.py`` searches the experiment's logged models with
+    ``name = 'NAME'`` and keeps the run's). Named after its segmenter, a model would not be at
+    ``runs:/RUN_ID/model`` for MLflow's own readers (``mlflow.pyfunc.load_model``, ``mlflow models
+    serve -m``), and its URI could not be told from the run's ID alone: a logged model's name may
+    hold none of ``/ : . % " '`` (``_validate_logged_model_name`` in
+    ``mlflow/utils/validation.py``), which segmenter names do (a teacher's ``.../lm-viterbi``, a
+    predictions file's name), so it would be a rewritten name. ``models:/MODEL_ID`` would work but
+    is a new ID for each model, unlike ``runs:/RUN_ID/model``.
+
+    So the MLflow UI's list of an experiment's models names each one ``model``, with its source run
+    beside it, named as its segmenter (a segmenter run's name is its segmenter's). The model
+    carries the run's ``segrl.segmenter`` and ``segrl.kind`` tags (set by ``log_segmenter`` before
+    it; ``mlflow.search_logged_models`` filters on them, the UI does not show them) and a
+    description that names the segmenter and its kind, on the model's page in the UI."""
     folder = Path(folder)
     with tempfile.TemporaryDirectory() as tmp:
         if folder.name != SEGMENTER_ARTIFACT:  # MLflow keeps an artifact folder's own name
@@ -80,10 +95,20 @@ def _log_pyfunc(folder: Path, register: str | None) -> None:
             input_example=["unexpectedly", "the cats sat"],  # the signature: predict's hints
             pip_requirements=wheel_requirements(wheel),
             registered_model_name=register,
-            tags={k: run_tags[k] for k in (SEGMENTER_TAG, KIND_TAG) if k in run_tags},
+            tags=_model_tags(run_tags),
         )
     finally:
         checks.removeFilter(own_wheel)
+
+
+def _model_tags(run_tags: dict[str, str]) -> dict[str, str]:
+    """The logged model's tags: the run's ``SEGMENTER_TAG`` and ``KIND_TAG``, and a description
+    (``mlflow.note.content``, the UI's on the model's page) that names the segmenter."""
+    tags = {k: run_tags[k] for k in (SEGMENTER_TAG, KIND_TAG) if k in run_tags}
+    if SEGMENTER_TAG in tags:
+        kind = f" ({tags[KIND_TAG]})" if KIND_TAG in tags else ""
+        tags[MLFLOW_RUN_NOTE] = f"segrl segmenter `{tags[SEGMENTER_TAG]}`{kind}"
+    return tags
 
 
 def wheel_requirements(wheel: Path) -> list[str]:

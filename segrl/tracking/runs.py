@@ -6,7 +6,8 @@ unwritable folder, the store's included; a resumed run skips the metric steps it
 was interrupted.
 
 Runs of anything that finds units are tagged ``segrl.segmenter=<name>`` (``log_segmenter``) and log
-the standard metric names of ``segrl.metrics``; ``segrl.tracking.queries`` reads them back.
+the standard metric names of ``segrl.metrics`` (the scores to 4 decimals); ``segrl.tracking.queries``
+reads them back.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import mlflow
 from segrl.config import flatten_config, save_config
 from segrl.errors import TrackingError, WriteError
 from segrl.files import write_failure, write_remedy
-from segrl.metrics import BOUNDARY_F1, F1_BY_LENGTH, length_figure
+from segrl.metrics import BOUNDARY_F1, F1_BY_LENGTH, length_figure, rounded_scores
 from segrl.tracking.store import (
     DEFAULT_EXPERIMENT,
     check_artifact_folder,
@@ -46,6 +47,7 @@ from segrl.tracking.tags import (
     SEGMENTER_TAG,
     extra_run_tags,
     gold_coverage,
+    label_tags,
     source_tags,
     version_tags,
 )
@@ -254,9 +256,11 @@ def log_artifact(path: str | Path, artifact_path: str | None = None) -> None:
 
 def log_segmenter(name: str, kind: str, metrics: Mapping[str, float], samples: str = "") -> None:
     """Register the active run as a segmenter for ``segrl compare``: its tag, its standard metrics
-    (from ``segrl.metrics``) and sample segmentations as text."""
+    (from ``segrl.metrics``; its scores rounded to 4 decimals, ``rounded_scores``: the digits past
+    them are below a score's sampling error, and MLflow's tables show what was logged) and sample
+    segmentations as text."""
     set_tags({SEGMENTER_TAG: name, KIND_TAG: kind})
-    log_metrics(metrics)
+    log_metrics(rounded_scores(metrics))
     if samples:
         log_text(samples, "samples.txt")
     by_length = {
@@ -273,8 +277,8 @@ def log_data(
 ) -> None:
     """Record what the active run trained on and was scored against: the corpus's settings
     (``corpus.json``), and its source and the gold set's as tags with their fingerprints (hashes of
-    the normalised text and of the gold analyses) and languages, the gold set's size
-    (``GOLD_COVERAGE_TAG``: all of it is scored), and as MLflow dataset inputs."""
+    the normalised text and of the gold analyses), languages and short labels (``label_tags``), the
+    gold set's size (``GOLD_COVERAGE_TAG``: all of it is scored), and as MLflow dataset inputs."""
     from segrl.data.languages import corpus_language, gold_language
 
     log_dict(corpus.settings, "corpus.json")
@@ -298,7 +302,7 @@ def log_data(
             }
         )
         inputs.append(("gold", label, digest, "evaluation"))
-    set_tags(tags)
+    set_tags({**tags, **label_tags(tags)})
     for name, where, digest, context in inputs:
         log_dataset_input(name, where, digest, context)
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 
 from segrl.errors import TrackingError
 from segrl.version import __version__
@@ -32,6 +34,46 @@ def gold_coverage(covered: int, size: int, unit: str = "words") -> str:
     if covered == size:
         return f"all {size} {unit}"
     return f"{covered} of {size} {unit} ({covered / size:.1%})"
+
+
+CORPUS_LABEL_TAG, GOLD_LABEL_TAG = "segrl.corpus_label", "segrl.gold_label"
+"""Short labels of ``CORPUS_TAG`` and ``GOLD_TAG`` (``source_label``): the MLflow UI's columns."""
+DATA_TAG = "segrl.data"
+"""What a run trained on and was scored against, in one short line (``label_tags``): the MLflow UI
+groups the runs by it."""
+NO_SOURCE = "(none)"
+"""A part of ``DATA_TAG`` a run has no source for (``segrl evaluate`` trains on no corpus)."""
+_KIND = re.compile(r"([a-z]{2,}):(.*)")
+"""A source's kind (``goldwords:``, ``wordfreq:``); a one-letter one would be a drive."""
+
+
+def source_label(source: str) -> str:
+    """A short label of a corpus or gold source (a ``CORPUS_TAG`` or ``GOLD_TAG``): its kind and the
+    name of its file or folder, ``goldwords:mon.word.train.tsv`` for
+    ``goldwords:/data/sigmorphon2022/mon.word.train.tsv`` and ``mon.txt`` for ``/data/mon.txt``; a
+    named source as it is (``wordfreq:en``, ``synthetic:0``, ``segmented:bundled``); ``bundled``
+    for the bundled corpus and the bundled gold set (one of each)."""
+    found = _KIND.fullmatch(source)
+    kind, rest = (found[1] + ":", found[2]) if found else ("", source)
+    if kind == "bundled:":
+        return "bundled"
+    return kind + (PurePosixPath(rest).name or rest)
+
+
+def label_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The labels of a run's data, from its tags: ``CORPUS_LABEL_TAG`` and ``GOLD_LABEL_TAG`` of its
+    ``CORPUS_TAG`` and ``GOLD_TAG`` where it has them, and ``DATA_TAG``, those labels and its
+    ``GOLD_COVERAGE_TAG`` (``wordfreq:en | eng.word.dev.tsv | all 2000 words``, ``NO_SOURCE`` for a
+    part it lacks); none for a run with neither source."""
+    labels = {
+        label: source_label(tags[tag])
+        for tag, label in ((CORPUS_TAG, CORPUS_LABEL_TAG), (GOLD_TAG, GOLD_LABEL_TAG))
+        if tags.get(tag)
+    }
+    if not labels:
+        return {}
+    parts = [labels.get(CORPUS_LABEL_TAG), labels.get(GOLD_LABEL_TAG), tags.get(GOLD_COVERAGE_TAG)]
+    return {**labels, DATA_TAG: " | ".join(part or NO_SOURCE for part in parts)}
 
 
 RUN_TAGS_VARIABLE = "SEGRL_RUN_TAGS"

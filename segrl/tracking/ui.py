@@ -13,6 +13,7 @@ saved view of every experiment (MLflow's *Views* menu) for those who open the UI
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import html
 import importlib.metadata
 import json
@@ -27,6 +28,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from mlflow.entities import RunTag
 from mlflow.tracking import MlflowClient
 
 from segrl.metrics import BOUNDARY_F1, COMPARE_COLUMNS, COVERED_FRACTION
@@ -38,12 +40,14 @@ from segrl.tracking.store import (
     tracking_uri,
 )
 from segrl.tracking.tags import (
+    CORPUS_LABEL_TAG,
     CORPUS_LANGUAGE_TAG,
-    CORPUS_TAG,
+    DATA_TAG,
     GOLD_COVERAGE_TAG,
+    GOLD_LABEL_TAG,
     GOLD_LANGUAGE_TAG,
-    GOLD_TAG,
     KIND_TAG,
+    label_tags,
 )
 
 EXPERIMENT_KIND_TAG, RUNS_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -52,25 +56,37 @@ VIEW_KEY, VIEW_NAME = "segrl", "segrl: by corpus and gold"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 """segrl's view as a saved view of the experiment: MLflow's *Views* menu lists it by its name."""
 VIEW_COLUMNS = (
-    f"tags.`{CORPUS_TAG}`",
+    f"tags.`{CORPUS_LABEL_TAG}`",
     f"tags.`{CORPUS_LANGUAGE_TAG}`",
-    f"tags.`{GOLD_TAG}`",
+    f"tags.`{GOLD_LABEL_TAG}`",
     f"tags.`{GOLD_LANGUAGE_TAG}`",
     f"tags.`{GOLD_COVERAGE_TAG}`",
     f"metrics.`{BOUNDARY_F1}`",  # the sort key, first: on screen in a window 1600 px wide
     *(f"metrics.`{name}`" for name in COMPARE_COLUMNS if name != BOUNDARY_F1),
     f"tags.`{KIND_TAG}`",
 )
-"""The runs table's columns: the corpus and its language, the gold set, its language and the part
-of it scored (``all 2000 words``; a predictions file's share, ``segrl evaluate --predictions``),
-boundary F1 (the order), the other metrics ``segrl compare`` shows (MLflow shows those some run
-logged), the kind."""
-VIEW_GROUPS = (CORPUS_TAG, GOLD_TAG, GOLD_COVERAGE_TAG)
+"""The runs table's columns: the corpus (its short label; the run's page has its whole source) and
+its language, the gold set (the same), its language and the part of it scored (``all 2000 words``;
+a predictions file's share, ``segrl evaluate --predictions``), boundary F1 (the order), the other
+metrics ``segrl compare`` shows (MLflow shows those some run logged), the kind."""
+VIEW_GROUPS = (DATA_TAG,)
 """The runs are grouped by corpus, gold set and the part of it scored: scores on different data,
 a few words a predictions file shares with the gold set among them, are never ranked together (as
-``segrl compare`` tabulates them apart). A group's row shows the best of each metric in it."""
+``segrl compare`` tabulates them apart). A group's row shows the best of each metric in it. One tag
+holds the three: MLflow names a group of several tags by each tag's name and value, a label too
+long for its column; of one tag, by its value alone (``wordfreq:en | eng.word.dev.tsv | all 2000
+words``)."""
 RUN_NAME_COLUMN = "attributes.`Run Name`"
-"""Wide enough for a group's name (its corpus and gold set) and an agent's run name."""
+COLUMN_WIDTHS = {
+    RUN_NAME_COLUMN: 460,  # a group's name (its DATA_TAG) and an agent's run name
+    f"tags.`{CORPUS_LABEL_TAG}`": 130,
+    f"tags.`{GOLD_LABEL_TAG}`": 130,
+    f"tags.`{CORPUS_LANGUAGE_TAG}`": 70,  # "eng"
+    f"tags.`{GOLD_LANGUAGE_TAG}`": 70,
+    f"tags.`{GOLD_COVERAGE_TAG}`": 130,  # "all 40298 words"
+    f"metrics.`{BOUNDARY_F1}`": 120,  # a group's "0.3683 (max)"
+}
+"""In pixels: all of these, MLflow's checkbox and *Created* columns fit a window 1600 px wide."""
 ORDER = {"orderByKey": f"metrics.`{BOUNDARY_F1}`", "orderByAsc": "false"}
 CLASSIC = {"workflowType": "machine_learning"}
 """MLflow's model-training pages (its sidebar and tabs) rather than its GenAI ones."""
@@ -91,20 +107,38 @@ def runs_view() -> dict[str, Any]:
     return {
         "selectedColumns": list(VIEW_COLUMNS),
         "columnOrder": [RUN_NAME_COLUMN, *VIEW_COLUMNS],
-        "columnWidths": {
-            RUN_NAME_COLUMN: 300,
-            **{f"tags.`{tag}`": 170 for tag in (CORPUS_TAG, GOLD_TAG, GOLD_COVERAGE_TAG)},
-            **{f"tags.`{tag}`": 90 for tag in (CORPUS_LANGUAGE_TAG, GOLD_LANGUAGE_TAG)},  # "eng"
-        },
+        "columnWidths": dict(COLUMN_WIDTHS),
         "groupBy": group_by,
         "orderByKey": ORDER["orderByKey"],
         "orderByAsc": False,
     }
 
 
-def view_group(run: Any) -> tuple[str | None, ...]:
-    """The group of segrl's view an MLflow run is in: its tags of ``VIEW_GROUPS``."""
-    return tuple(run.data.tags.get(tag) for tag in VIEW_GROUPS)
+def view_group(run: Any) -> str | None:
+    """The group of segrl's view an MLflow run is in: its ``DATA_TAG``, as ``label_runs`` gives it
+    to a run logged without it."""
+    return run.data.tags.get(DATA_TAG) or label_tags(run.data.tags).get(DATA_TAG)
+
+
+def label_runs(client: MlflowClient, experiment_id: str) -> int:
+    """Give the runs of an experiment logged before segrl labelled their data (``label_tags``) those
+    labels, so that segrl's view groups them with the others; returns how many it labelled."""
+    runs, token = [], None
+    while True:  # every page before the first tag is set: a labelled run leaves the search
+        page = client.search_runs(
+            [experiment_id], f"tags.`{DATA_TAG}` IS NULL", max_results=1000, page_token=token
+        )
+        runs += page
+        token = page.token
+        if not token:
+            break
+    labelled = 0
+    for run in runs:
+        tags = label_tags(run.data.tags)
+        if tags:
+            client.log_batch(run.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+            labelled += 1
+    return labelled
 
 
 def scored_on_part(run: Any) -> bool:
@@ -141,13 +175,15 @@ def runs_table_url(
     base: str, experiment: str = DEFAULT_EXPERIMENT, uri: str | None = None, app: bool = False
 ) -> str:
     """The link to ``experiment``'s runs in segrl's view (``base`` alone where the experiment does
-    not exist yet): with ``app`` (a server with segrl's MLflow app) its page that opens the view,
+    not exist yet; its runs logged without the labels the view groups by are given them,
+    ``label_runs``): with ``app`` (a server with segrl's MLflow app) its page that opens the view,
     else MLflow's runs table in the classic pages, best boundary F1 first."""
     client = MlflowClient(uri or tracking_uri())
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return base
     prepare_experiment_view(client, found)
+    label_runs(client, found.experiment_id)
     if app:
         return base + VIEW_ROUTE.replace("<experiment_id>", found.experiment_id)
     return base + _runs_table_path(found.experiment_id)
@@ -159,8 +195,9 @@ def _runs_table_path(experiment_id: str) -> str:
 
 def view_page(experiment_id: str) -> str:
     """The page ``VIEW_ROUTE`` serves: in the browser's local storage it sets segrl's view of the
-    experiment's runs, unless this page set it there before (a person's own changes stay), and the
-    classic pages unless a choice is there; then it opens the runs table."""
+    experiment's runs, unless this page set this view there before (a person's own changes stay;
+    a view segrl has changed since replaces the older one, once), and the classic pages unless a
+    choice is there; then it opens the runs table."""
     if not _EXPERIMENT_ID.fullmatch(experiment_id):
         raise ValueError(f"not an experiment ID: {experiment_id!r}")
     view = runs_view()
@@ -171,7 +208,7 @@ def view_page(experiment_id: str) -> str:
             f"MLflowLocalStorage-{_STORAGE_VERSION}-ExperimentPage-{scope}-ReactComponentState",
             table,
         ],
-        "given": f"segrl.view_given_v1.{experiment_id}",
+        "given": f"segrl.view_given.{_digest(table)}.{experiment_id}",
         "defaults": {
             "mlflow.workflowType_v1": CLASSIC["workflowType"],
             "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": True,
@@ -195,6 +232,10 @@ def view_page(experiment_id: str) -> str:
         "}\n"
         "window.location.replace(s.next);</script>"
     )
+
+
+def _digest(view: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def create_app() -> Any:
