@@ -254,7 +254,8 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
       lexicon only for a student that reads its teacher (``can_read_teacher``); its reward variant
       (``reward_variant``): for a policy that reads its teacher, per action,
       ``STUDENT_PER_ACTION_REWARD`` (the description length), else the reward mode's first;
-      ``pretrain_steps``: all of ``pretrain_epochs`` over the ``start.texts`` episodes; ``cache_dir``: Morfessor's cache in use;
+      ``pretrain_steps``: all of ``pretrain_epochs`` over the ``start.texts`` episodes;
+      ``cache_dir``: Morfessor's cache in use;
     - whether the policy reads its teacher (``env.teacher_features``): where it can and the LM
       evaluator's ``slm`` has a lexicon (on a word list, by default). A lexicon's teacher is
       confident and decides by whole words: a student that reads only the characters collapsed to

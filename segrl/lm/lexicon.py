@@ -279,14 +279,15 @@ class CategoryDirectLexicon(DirectLexicon):
     def probe_row(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """The probe's row of ``cond``'s category (``count_probe`` is ``[K, M]``): each entry's
         uses are counted in each category apart, as its gain is (``SLM.entry_gains``)."""
-        rows = cond @ self.count_probe  # [M], or [N, M]
-        return rows[ids] if rows.dim() == 1 else rows.gather(1, ids.unsqueeze(1)).squeeze(1)
+        return _entries_of(cond @ self.count_probe, ids)
 
     def terminator_logits(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        table = cond @ self.terminator_bias  # [M], or [N, M]
-        if table.dim() == 1:
-            return table[ids]
-        return table.gather(1, ids.unsqueeze(1)).squeeze(1)
+        return _entries_of(cond @ self.terminator_bias, ids)
+
+
+def _entries_of(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """[N] the entries ``ids`` of a per-entry ``table``: [M], one row for all, or [N, M], a row each."""
+    return table[ids] if table.dim() == 1 else table.gather(1, ids.unsqueeze(1)).squeeze(1)
 
 
 PRUNED_LOGIT = -1e4
@@ -346,9 +347,10 @@ class LexiconUsage:
     @torch.no_grad()
     def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:
         """Prunes the kept entries whose ``gains`` (nats per use, shaped as ``counts``) times their
-        counted uses (summed over categories) are below their spelling's price, at most ``fraction`` of the kept entries, those that gain
-        least for their price first; resets the counts. Returns the entries kept and pruned, or
-        {} where no update was counted since the last pruning (every count would read 0)."""
+        counted uses (summed over categories) are below their spelling's price, at most
+        ``fraction`` of the kept entries, those that gain least for their price first; resets the
+        counts. Returns the entries kept and pruned, or {} where no update was counted since the
+        last pruning (every count would read 0)."""
         if not self.updates:
             return {}
         kept = self.kept()

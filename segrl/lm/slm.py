@@ -333,22 +333,12 @@ class SLM(SegmentLM):
             for begin in range(0, len(entries), batch_size):
                 chars = self.encode(list(entries[begin : begin + batch_size]))
                 space = space_mask(self.vocab, chars)
-                tables = (
-                    self.objective_table(chars, space),
-                    self.objective_table(chars, space, whole_from_lexicon=False),
+                with_it = self.objective_table(chars, space)
+                without = self.objective_table(chars, space, whole_from_lexicon=False)
+                gains.append(
+                    self._partition_by_category(with_it, space, chars.lengths)
+                    - self._partition_by_category(without, space, chars.lengths)
                 )
-                with_it, without = (
-                    self._log_partition(table, space, chars.lengths)
-                    if self.transitions is None
-                    else torch.stack(  # [K, B]: each category's table on its own
-                        [
-                            lattice.log_partition(one, space, chars.lengths)
-                            for one in table.unbind(-1)
-                        ]
-                    )
-                    for table in tables
-                )
-                gains.append(with_it - without)
         finally:
             self.train(was_training)
         if not gains:
@@ -439,6 +429,15 @@ class SLM(SegmentLM):
         if self.transitions is None:
             return lattice.log_partition(table, space, lengths)
         return morphotactics.log_partition(table, space, lengths, self.transitions())
+
+    def _partition_by_category(
+        self, table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
+    ) -> torch.Tensor:
+        """``_log_partition``, but with categories ``[K, B]``: each category's table on its own,
+        every segment of that category and no transitions."""
+        if self.transitions is None:
+            return self._log_partition(table, space, lengths)
+        return torch.stack([lattice.log_partition(t, space, lengths) for t in table.unbind(-1)])
 
     # --- over all segmentations ------------------------------------------------------------------
     def log_marginal(self, chars: CharBatch) -> torch.Tensor:
