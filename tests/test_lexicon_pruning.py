@@ -341,3 +341,14 @@ def test_a_category_entrys_gain_is_what_it_gains_in_each_category_alone():
         assert torch.allclose(gains[k], plain.entry_gains(LEXICON), atol=1e-5), k
     ba = LEXICON.index("ba")
     assert gains[SUFFIX, ba] > 1.0 > abs(gains[STEM, ba].item())
+
+
+def test_a_category_models_uses_saved_before_they_were_counted_per_category_load_spread():
+    """A checkpoint of a category model whose uses were one row (``[M]``, before they were counted
+    per category) resumes with each entry's uses spread evenly over its categories."""
+    trainer = LMTrainer(category_lm(), lr=1e-3)
+    trainer.usage.load_state_dict({"counts": torch.tensor([3.0, 6.0, 0.0, 9.0]), "updates": 2})
+    assert trainer.usage.counts.shape == (3, len(LEXICON))
+    assert trainer.usage.counts.sum(0).tolist() == [3.0, 6.0, 0.0, 9.0]
+    assert trainer.usage.counts[:, 1].tolist() == [2.0, 2.0, 2.0]
+    assert trainer.usage.updates == 2
