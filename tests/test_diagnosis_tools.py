@@ -142,6 +142,21 @@ def test_lm_budget_curve_scores_what_lm_train_trains(mlflow_store, one_thread):
         rows[0]["word_f1"] != rows[1]["word_f1"]
         or rows[0]["valid_bits_per_char"] != rows[1]["valid_bits_per_char"]
     )  # the second point is a second update's, not the first's again
+    # --set gives segrl lm train's options, and the row says which it was given
+    regularised = mlflow_store / "regularised.jsonl"
+    done = curve(
+        f"segmented:{folder}", "--at", "2", "--device", "cpu", "--threads", "1",
+        "--set", "lm.expected_length_weight=0.3", "--out", str(regularised),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = [json.loads(line) for line in regularised.read_text(encoding="utf-8").splitlines()]
+    assert row["set"] == {"lm.expected_length_weight": 0.3}
+    config.lm.expected_length_weight = 0.3
+    config.out = str(mlflow_store / "run-regularised")
+    assert row["valid_bits_per_char"] != rows[1]["valid_bits_per_char"]
+    metrics = train_lm_segmenter(config).metrics
+    assert row["word_f1"] == pytest.approx(metrics["word_f1"])
+    assert row["word_boundary_f1"] == pytest.approx(metrics["word_boundary_f1"])
 
 
 def test_lm_budget_curve_refuses_text_with_spaces_and_counts_out_of_order(tmp_path):

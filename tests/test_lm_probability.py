@@ -409,6 +409,74 @@ def test_length_penalty_matches_enumeration_and_resolves_by_corpus_kind():
         validate_config(LMConfig(lexicon_size=-1))
 
 
+@pytest.mark.parametrize("context,power", [("lstm", 2.0), ("none", 3.0), ("words", 1.5)])
+def test_expected_length_regulariser_matches_enumeration_and_its_gradient(context, power):
+    """Kawakami et al.'s regulariser, the posterior's expected ``sum_k |m_k| ** beta``, equals the
+    average over every segmentation weighted by ``p(S | X)``; the training loss adds it per
+    character at its weight, the stats stay the likelihood's; its gradient is a finite difference
+    of it; and a step on it alone moves the posterior to shorter segments."""
+    from dataclasses import replace
+
+    from segrl.errors import ConfigError
+    from segrl.lm import lattice
+    from segrl.lm.slm import space_mask
+
+    lm = tiny("slm", context=context).double()
+    chars = lm.encode(TEXTS)
+    space = space_mask(VOCAB, chars)
+    table = lm.span_table(chars, space)
+    expected = lattice.expected_lengths(table, space, chars.lengths, power)
+    for row, text in enumerate(TEXTS):
+        batch = SegmentedBatch.from_decisions(
+            VOCAB, [text] * len(segmentations(text)), segmentations(text)
+        )
+        weights = torch.softmax(lm.score(batch).total.double(), 0)
+        costs = torch.tensor(
+            [sum(len(m.strip()) ** power for m in seg) for seg in batch.segments()],
+            dtype=torch.float64,
+        )
+        assert expected[row].item() == pytest.approx((weights * costs).sum().item(), rel=1e-6)
+    plain, plain_stats = lm.marginal_loss(chars, regularise=True)  # weight 0: nothing added
+    assert "expected_length_cost" not in plain_stats
+    lm.config = replace(lm.config, expected_length_weight=0.5, expected_length_power=power)
+    loss, stats = lm.marginal_loss(chars, regularise=True)
+    per_char = expected.sum().item() / (chars.lengths + 1).sum().item()
+    assert stats["expected_length_cost"] == pytest.approx(per_char, rel=1e-6)
+    assert stats["nll"] == pytest.approx(plain_stats["nll"], rel=1e-9)
+    assert loss.item() == pytest.approx(plain.item() + 0.5 * per_char, rel=1e-6)
+    unregularised, _ = lm.marginal_loss(
+        chars
+    )  # held-out scoring and use counts read no regulariser
+    assert unregularised.item() == pytest.approx(plain.item(), rel=1e-9)
+    # the gradient with respect to one span's log-probability, against a finite difference
+    leaf = table.detach().clone().requires_grad_(True)
+    lattice.expected_lengths(leaf, space, chars.lengths, power)[0].backward()
+    row, start, length = 0, 1, 2
+    bumped = table.detach().clone()
+    bumped[row, start, length] += 1e-6
+    difference = (
+        lattice.expected_lengths(bumped, space, chars.lengths, power)[0] - expected[0]
+    ).item() / 1e-6
+    assert leaf.grad[row, start, length].item() == pytest.approx(difference, rel=1e-4, abs=1e-7)
+    before = expected.sum().item()
+    lm.zero_grad()
+    lattice.expected_lengths(
+        lm.span_table(chars, space), space, chars.lengths, power
+    ).sum().backward()
+    with torch.no_grad():
+        for p in lm.parameters():
+            if p.grad is not None:
+                p.sub_(0.05 * p.grad)
+        after = lattice.expected_lengths(lm.span_table(chars, space), space, chars.lengths, power)
+    assert after.sum().item() < before
+    with pytest.raises(ConfigError, match="expected_length_weight must be at least 0"):
+        validate_config(LMConfig(expected_length_weight=-0.1))
+    with pytest.raises(ConfigError, match="expected_length_power above 1"):
+        validate_config(LMConfig(expected_length_power=1.0))
+    with pytest.raises(ConfigError, match="without categories"):
+        validate_config(LMConfig(model="segment-lstm", expected_length_weight=0.1))
+
+
 @pytest.mark.parametrize("lexicon", [None, LEXICON])
 def test_word_posteriors_score_each_word_alone(lexicon):
     lm = tiny("slm", context="none", lexicon=lexicon)

@@ -22,7 +22,8 @@ import json
 import sys
 import time
 
-from segrl.config import DataConfig, validate_config
+from segrl.cli.common import add_set_arg, parse_set
+from segrl.config import DataConfig, build_config, validate_config
 from segrl.data import load_corpus, without_spaces
 from segrl.data.batching import training_batches
 from segrl.errors import ConfigError, SegrlError
@@ -62,11 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--threads", type=int, default=None, help="PyTorch CPU threads")
     parser.add_argument("--out", help="a JSON-lines file that each count's metrics are appended to")
+    add_set_arg(parser, "a segrl lm train option by its dotted key, e.g. --set lm.hidden_dim=128")
     args = parser.parse_args(argv)
     set_threads(args.threads)
-    config = LMTrainConfig(seed=args.train_seed, device=args.device)
-    config.data = DataConfig(corpus=args.corpus, max_len=args.max_len)
     try:
+        config = build_config(LMTrainConfig, None, parse_set(args._set), "--set")
+        config.seed, config.device = args.train_seed, args.device
+        config.data = DataConfig(corpus=args.corpus, max_len=args.max_len)
         validate_config(config)
         corpus = load_corpus(config.data)
         if not corpus.gold_from_spaces:
@@ -92,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             LMSegmenter(model, decoding="posterior").segment_words, corpus.test
         )
         row = {"updates": step, "train_seed": args.train_seed, "train_seconds": round(trained, 1)}
+        row["set"] = dict(sorted(parse_set(args._set).items()))
         row["valid_bits_per_char"] = bits_per_char(model, texts.valid, batch_size=config.batch_size)
         row.update(viterbi)
         row.update({f"{POSTERIOR_PREFIX}{name}": value for name, value in posterior.items()})

@@ -201,6 +201,18 @@ class LMConfig:
     it without its spaces (word discovery) without context: ``WORD_DISCOVERY_LENGTH_PENALTY``
     (``resolve_lm_config``)."""
 
+    expected_length_weight: float = 0.0
+    """``slm``'s expected-length regulariser (Kawakami, Dyer & Blunsom 2019), the weight ``lambda``
+    of its training loss ``-log p(X) + lambda * E_{p(S | X)}[sum_k |m_k| ** expected_length_power]``
+    (per character, as the loss): unlike ``length_penalty``, which changes which segmentations the
+    marginal sums, it charges the model for the lengths its own posterior expects, so that it
+    learns to put its mass on shorter segments. 0: none. Scores, posteriors, held-out bits per
+    character and decoding stay those of ``p(X, S)``."""
+    expected_length_power: float = 2.0
+    """``beta`` of ``expected_length_weight``'s regulariser, above 1 (at 1 the sum is the text's
+    length, whatever the segmentation): the larger, the more a long segment costs against two
+    short ones."""
+
     def check(self, prefix: str) -> None:
         """Ranges (``segrl.config.validate_config`` checks the choices and calls this)."""
         if self.max_segment_length not in (None, NO_LIMIT) and self.max_segment_length < 1:
@@ -233,6 +245,19 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}lexicon_prune_fraction must be in (0, 1] and {prefix}speller_price at "
                 f"least 0; got {self.lexicon_prune_fraction} and {self.speller_price}"
+            )
+        if self.expected_length_weight < 0 or self.expected_length_power <= 1:
+            raise ConfigError(
+                f"{prefix}expected_length_weight must be at least 0 and "
+                f"{prefix}expected_length_power above 1 (at 1 the sum is the text's length "
+                f"whatever the segmentation); got {self.expected_length_weight} and "
+                f"{self.expected_length_power}"
+            )
+        if self.expected_length_weight and (self.model != "slm" or self.categories != "none"):
+            raise ConfigError(
+                f"{prefix}expected_length_weight reads the posterior over segmentations: it needs "
+                f"{prefix}model = 'slm' without categories (got {self.model!r}, "
+                f"{self.categories!r})"
             )
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")

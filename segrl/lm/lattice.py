@@ -130,6 +130,38 @@ def log_partition(table: torch.Tensor, space: torch.Tensor, lengths: torch.Tenso
     return totals.new_zeros(table.shape[0]).index_add(0, rows, totals)
 
 
+def expected_lengths(
+    table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor, power: float
+) -> torch.Tensor:
+    """Differentiable ``[B]``: the expected ``sum_k |m_k| ** power`` over the segments of each text
+    under its posterior ``p(S | X)`` (the span table's), the expected-length regulariser of
+    Kawakami, Dyer & Blunsom (2019). One forward pass in the expectation semiring, word by word as
+    ``log_partition``: beside each end's ``log alpha`` it carries the expected cost of the segments
+    before that end, ``E_e = sum_l w_(e,l) (E_(e-l) + l ** power)`` with ``w_(e,l)`` the posterior
+    share of the last segment's length given the prefix; its gradient is the regulariser's."""
+    word_table, word_lengths, rows, _ = words(table, space, lengths)
+    batch, width, top = word_table.shape
+    by_end = spans_by_end(word_table)[:, :, 1:].unbind(1)  # L + 1 tensors [W, R]
+    cost = torch.arange(1, top, device=table.device, dtype=table.dtype) ** power  # [R]
+    alpha = word_table.new_full((batch, max(top - 1, 1)), NEG_INF)  # at starts e-1, e-2, ...
+    alpha[:, 0] = 0.0
+    expected = word_table.new_zeros((batch, max(top - 1, 1)))
+    ends = [word_table.new_zeros((batch,))]
+    for e in range(1, width + 1):
+        candidates = alpha[:, : top - 1] + by_end[e]  # [W, R]
+        best = logsumexp(candidates, dim=1)
+        shift = torch.where(torch.isfinite(best), best, torch.zeros_like(best)).unsqueeze(1)
+        weights = torch.where(
+            torch.isfinite(candidates), candidates - shift, torch.full_like(candidates, NEG_INF)
+        ).exp()
+        here = (weights * (expected[:, : top - 1] + cost[: candidates.shape[1]])).sum(1)
+        ends.append(here)
+        alpha = torch.cat([best.unsqueeze(1), alpha[:, :-1]], dim=1)
+        expected = torch.cat([here.unsqueeze(1), expected[:, :-1]], dim=1)
+    totals = torch.stack(ends, dim=1).gather(1, word_lengths.unsqueeze(1)).squeeze(1)
+    return totals.new_zeros(table.shape[0]).index_add(0, rows, totals)
+
+
 def backtrack(back: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Segment ends ``[B, L]`` (True at each segment's last character) from Viterbi back-pointers."""
     ends = torch.zeros(space.shape, dtype=torch.bool)

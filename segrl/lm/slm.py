@@ -446,17 +446,32 @@ class SLM(SegmentLM):
         space = space_mask(self.vocab, chars)
         return self._log_partition(self.span_table(chars, space), space, chars.lengths)
 
-    def marginal_loss(self, chars: CharBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def marginal_loss(
+        self, chars: CharBatch, regularise: bool = False
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """``-log p(X)`` per character (to minimise), and its value in bits per character; with
         ``config.length_penalty`` > 0, ``-log sum_S p(X, S) exp(-penalty * sum_k |m_k|^2)``, and
         with ``config.speller_price`` the speller's segments priced too (``objective_table``: an
-        upper bound of ``-log p(X)``, reported as it is)."""
+        upper bound of ``-log p(X)``, reported as it is). With ``regularise`` (training's update)
+        and ``config.expected_length_weight`` > 0, the loss adds that weight times the expected
+        ``sum_k |m_k| ** expected_length_power`` per character under the same table's posterior;
+        the stats stay the likelihood's, with the regulariser's value beside them."""
         chars = chars.to(self.device)
         space = space_mask(self.vocab, chars)
         table = self.objective_table(chars, space)  # [B, L, R + 1]
         total = self._log_partition(table, space, chars.lengths)
-        loss = -total.sum() / (chars.lengths + 1).sum()
-        return loss, {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
+        characters = (chars.lengths + 1).sum()
+        loss = -total.sum() / characters
+        stats = {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
+        weight = self.config.expected_length_weight
+        if regularise and weight:
+            expected = lattice.expected_lengths(
+                table, space, chars.lengths, self.config.expected_length_power
+            )
+            per_char = expected.sum() / characters
+            stats["expected_length_cost"] = per_char.item()
+            loss = loss + weight * per_char
+        return loss, stats
 
     @torch.no_grad()
     def boundary_posteriors(

@@ -104,7 +104,7 @@ class LMTrainer:
 
         def loss() -> tuple[torch.Tensor, dict[str, float]]:
             chars = model.encode(texts)
-            nll, stats = model.marginal_loss(chars)
+            nll, stats = model.marginal_loss(chars, regularise=True)
             if model.config.speller_words:  # the speller learns the texts' spelling too
                 spelled = _spelled_nll(model, chars)
                 stats["speller_bits_per_char"] = spelled.item() / math.log(2)
