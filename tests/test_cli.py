@@ -289,6 +289,11 @@ def test_old_flag_names_and_flag_types_still_work():
         args = parser.parse_args(["lm", "train", flag, "7"])
         assert config_from_args(LMTrainConfig, args, lm_command=None).steps == 7
     assert build_config(LMTrainConfig, None, {"max_steps": 9}).steps == 9
+    # the expected-length regulariser: lm train's model and the agent's LM evaluator
+    args = parser.parse_args(["lm", "train", "--expected-length", "0.015"])
+    assert config_from_args(LMTrainConfig, args, lm_command=None).lm.expected_length_weight == 0.015
+    args = parser.parse_args(["train", "--lm-expected-length", "0.02"])
+    assert config_from_args(TrainConfig, args).evaluator.lm.lm.expected_length_weight == 0.02
 
 
 def test_a_flag_of_the_other_agent_is_refused_by_name():

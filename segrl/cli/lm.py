@@ -49,6 +49,7 @@ LM_FLAGS = (
     Flag("--speller-dim", "lm.speller_dim", int, "N"),
     Flag("--dropout", "lm.dropout", float, "X"),
     Flag("--length-penalty", "lm.length_penalty", float, "X"),
+    Flag("--expected-length", "lm.expected_length_weight", float, "X"),
     Flag("--lexicon-size", "lm.lexicon_size", int, "N"),
     Flag("--lexicon-cost", "lm.lexicon_cost", float, "X"),
     Flag("--categories", "lm.categories", str, "KIND"),

@@ -50,6 +50,7 @@ TRAIN_FLAGS = (
                 Flag("--lm-objective", "evaluator.lm.objective", str, "NAME"),
                 Flag("--lm-context", "evaluator.lm.lm.context", str, "NAME"),
                 Flag("--lm-length-penalty", "evaluator.lm.lm.length_penalty", float, "X"),
+                Flag("--lm-expected-length", "evaluator.lm.lm.expected_length_weight", float, "X"),
             ),
         ),
     ),
