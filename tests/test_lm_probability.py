@@ -475,6 +475,10 @@ def test_expected_length_regulariser_matches_enumeration_and_its_gradient(contex
         validate_config(LMConfig(expected_length_power=1.0))
     with pytest.raises(ConfigError, match="without categories"):
         validate_config(LMConfig(model="segment-lstm", expected_length_weight=0.1))
+    with pytest.raises(ConfigError, match="cannot go with lm.lexicon_prune"):
+        pruned = LMConfig(expected_length_weight=0.1, lexicon_prune=True, lexicon_logits="direct")
+        validate_config(pruned, "lm.")
+    validate_config(LMConfig(expected_length_weight=0.1, lexicon_prune=None))  # resolved later
 
 
 @pytest.mark.parametrize("lexicon", [None, LEXICON])

@@ -207,7 +207,8 @@ class LMConfig:
     (per character, as the loss): unlike ``length_penalty``, which changes which segmentations the
     marginal sums, it charges the model for the lengths its own posterior expects, so that it
     learns to put its mass on shorter segments. 0: none. Scores, posteriors, held-out bits per
-    character and decoding stay those of ``p(X, S)``."""
+    character and decoding stay those of ``p(X, S)``. Not with ``lexicon_prune`` (the pruning
+    counts uses from the loss's gradient)."""
     expected_length_power: float = 2.0
     """``beta`` of ``expected_length_weight``'s regulariser, above 1 (at 1 the sum is the text's
     length, whatever the segmentation): the larger, the more a long segment costs against two
@@ -258,6 +259,12 @@ class LMConfig:
                 f"{prefix}expected_length_weight reads the posterior over segmentations: it needs "
                 f"{prefix}model = 'slm' without categories (got {self.model!r}, "
                 f"{self.categories!r})"
+            )
+        if self.expected_length_weight and self.lexicon_prune:
+            raise ConfigError(
+                f"{prefix}expected_length_weight cannot go with {prefix}lexicon_prune: the pruning "
+                "counts an entry's uses from the loss's gradient, which the regulariser would add "
+                f"to; give {prefix}lexicon_prune = false or {prefix}expected_length_weight = 0"
             )
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
