@@ -246,6 +246,20 @@ def test_the_words_suite_reads_its_corpora_as_segmented(tmp_path):
         s.name for s in suite.systems
     }
     assert suite.seeds == (0, 1, 2)
+    # the regularised rows: lm train's model and the agent's evaluator get the weight, by flag
+    from segrl.agents import TrainConfig
+    from segrl.cli import build_parser
+    from segrl.cli.common import config_from_args
+    from segrl.experiments.lm_train import LMTrainConfig
+
+    systems = {s.name: s.command for s in suite.systems}
+    parser = build_parser()
+    slm_args = parser.parse_args(list(systems["slm-el"]))
+    slm = config_from_args(LMTrainConfig, slm_args, lm_command=None)
+    assert (slm.lm.expected_length_weight, slm.steps) == (0.015, 1000)
+    agent = config_from_args(TrainConfig, parser.parse_args(list(systems["agent-el"])))
+    assert agent.evaluator.lm.lm.expected_length_weight == 0.015
+    assert agent.env.hide_spaces is True
 
 
 def test_a_word_discovery_table_has_word_columns_and_posterior_rows():
