@@ -444,9 +444,8 @@ def test_expected_length_regulariser_matches_enumeration_and_its_gradient(contex
     assert stats["expected_length_cost"] == pytest.approx(per_char, rel=1e-6)
     assert stats["nll"] == pytest.approx(plain_stats["nll"], rel=1e-9)
     assert loss.item() == pytest.approx(plain.item() + 0.5 * per_char, rel=1e-6)
-    unregularised, _ = lm.marginal_loss(
-        chars
-    )  # held-out scoring and use counts read no regulariser
+    # held-out scoring and use counts read no regulariser
+    unregularised, _ = lm.marginal_loss(chars)
     assert unregularised.item() == pytest.approx(plain.item(), rel=1e-9)
     # the gradient with respect to one span's log-probability, against a finite difference
     leaf = table.detach().clone().requires_grad_(True)

@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     set_threads(args.threads)
     try:
-        config = build_config(LMTrainConfig, None, parse_set(args._set), "--set")
+        given = parse_set(args._set)
+        config = build_config(LMTrainConfig, None, given, "--set")
         config.seed, config.device = args.train_seed, args.device
         config.data = DataConfig(corpus=args.corpus, max_len=args.max_len)
         validate_config(config)
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             LMSegmenter(model, decoding="posterior").segment_words, corpus.test
         )
         row = {"updates": step, "train_seed": args.train_seed, "train_seconds": round(trained, 1)}
-        row["set"] = dict(sorted(parse_set(args._set).items()))
+        row["set"] = dict(sorted(given.items()))
         row["valid_bits_per_char"] = bits_per_char(model, texts.valid, batch_size=config.batch_size)
         row.update(viterbi)
         row.update({f"{POSTERIOR_PREFIX}{name}": value for name, value in posterior.items()})

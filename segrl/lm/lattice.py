@@ -154,7 +154,7 @@ def expected_lengths(
         weights = torch.where(
             torch.isfinite(candidates), candidates - shift, torch.full_like(candidates, NEG_INF)
         ).exp()
-        here = (weights * (expected[:, : top - 1] + cost[: candidates.shape[1]])).sum(1)
+        here = (weights * (expected[:, : top - 1] + cost)).sum(1)
         ends.append(here)
         alpha = torch.cat([best.unsqueeze(1), alpha[:, :-1]], dim=1)
         expected = torch.cat([here.unsqueeze(1), expected[:, :-1]], dim=1)
