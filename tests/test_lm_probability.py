@@ -39,6 +39,7 @@ def tiny(
     lexicon_logits="projected",
     speller="lstm",
     categories="none",
+    vocab=VOCAB,
 ):
     torch.manual_seed(seed)
     config = LMConfig(
@@ -54,7 +55,7 @@ def tiny(
         max_segment_length=NO_LIMIT if max_segment_length is None else max_segment_length,
         dropout=0.0,
     )
-    lm = build_lm(config, VOCAB, lexicon).eval()
+    lm = build_lm(config, vocab, lexicon).eval()
     with (
         torch.no_grad()
     ):  # larger weights than the default init: sharper, less uniform conditionals
@@ -66,7 +67,7 @@ def tiny(
 def walk(lm, max_chars: int):
     """Complete derivations ``(segments, log p)`` of texts up to ``max_chars`` characters, the empty
     text's log-probability, and the mass of the branches that pass ``max_chars``."""
-    eos, space = VOCAB.eos_id, VOCAB.encode(" ")[0]
+    eos, space = lm.vocab.eos_id, lm.space_id
     complete, cut, empty = [], 0.0, None
 
     def expand(prefix, spelled, logp, length):
@@ -89,7 +90,7 @@ def walk(lm, max_chars: int):
             elif symbol == space:
                 expand([*prefix, spelled + " "], "", total, length + 1)
             else:
-                expand(prefix, spelled + VOCAB.symbols[symbol], total, length + 1)
+                expand(prefix, spelled + lm.vocab.symbols[symbol], total, length + 1)
 
     expand([], "", 0.0, 0)
     return complete, empty, cut
@@ -828,3 +829,68 @@ def test_markov_spellers_remember_at_most_one_character_and_need_no_context():
     after_ba, after_aa = (trigram.next_symbol_log_probs([], prefix) for prefix in ("ba", "aa"))
     assert torch.allclose(after_ba, trigram.next_symbol_log_probs([], "aba"))  # two back
     assert not torch.allclose(after_ba, after_aa)
+
+
+UNSPACED = CharVocab(["a", "b"], "?")
+"""A vocabulary without the space: the texts of word discovery, which ``context = "segment"`` reads."""
+UNSPACED_TEXTS = ["abab", "b", "aab", "baaba", "?ab"]
+
+
+@pytest.mark.parametrize("max_segment_length", [None, 2])
+def test_segment_context_is_a_proper_bigram_over_segments_with_an_exact_marginal(
+    max_segment_length,
+):
+    """``context = "segment"``: each segment spelled from the state of the segment before it alone.
+    Its scores of given segmentations follow the generative process and, with the texts that pass
+    ``N`` characters, sum to 1; the bigram forward algorithm's marginal, posteriors and Viterbi
+    segmentation equal the enumeration's; and the previous segment matters (a context that read
+    only the characters before a segment would give "ab|ab" and "a|b|ab" the same last factor)."""
+    lm = tiny("slm", max_segment_length, context="segment", vocab=UNSPACED)
+    complete, empty, cut = walk(lm, N)
+    assert len(complete) > 100
+    batch = SegmentedBatch.from_segments(UNSPACED, [segments for segments, _ in complete])
+    scores = lm.score(batch)
+    path = torch.tensor([logp for _, logp in complete])
+    assert torch.allclose(scores.total, path, atol=1e-5)
+    total = scores.total.exp().sum().item() + math.exp(empty) + cut
+    assert total == pytest.approx(1.0, abs=1e-5)
+    assert 0.01 < cut < 0.99
+    chars = lm.encode(UNSPACED_TEXTS)
+    marginal = lm.log_marginal(chars)
+    posteriors = lm.boundary_posteriors(chars)
+    best, best_score = lm.viterbi(chars)
+    for row, text in enumerate(UNSPACED_TEXTS):
+        decisions = segmentations(text)
+        batch = SegmentedBatch.from_decisions(UNSPACED, [text] * len(decisions), decisions)
+        scores = lm.score(batch).total
+        assert marginal[row].item() == pytest.approx(torch.logsumexp(scores, 0).item(), abs=1e-5)
+        weights = torch.softmax(scores, 0)
+        expected = (weights.unsqueeze(1) * batch.ends.float()).sum(0)
+        assert torch.allclose(posteriors[row, : len(text)], expected, atol=1e-5)
+        winner = int(scores.argmax())
+        assert best.ends[row, : len(text)].tolist() == batch.ends[winner].tolist()
+        assert best_score[row].item() == pytest.approx(scores[winner].item(), abs=1e-5)
+    last = lm.score(SegmentedBatch.from_segments(UNSPACED, [["ab", "ab"], ["a", "b", "ab"]]))
+    assert abs(last.per_position[0, 3] - last.per_position[1, 3]).item() > 1e-4
+
+
+def test_segment_context_flip_scores_equal_rescoring_and_it_refuses_spaces():
+    from segrl.errors import ConfigError
+
+    lm = tiny("slm", 3, seed=3, context="segment", vocab=UNSPACED)
+    pairs = [(text, d) for text in UNSPACED_TEXTS for d in segmentations(text)]
+    width = max(len(t) for t, _ in pairs)
+    decisions = [d + [0] * (width - 1 - len(d)) for _, d in pairs]
+    batch = SegmentedBatch.from_decisions(UNSPACED, [t for t, _ in pairs], decisions)
+    local = lm.flip_scores(batch)
+    brute = lm.brute_force_flip_scores(batch, chunk=7)
+    finite = torch.isfinite(brute)
+    assert torch.equal(finite, torch.isfinite(local))
+    assert (~finite).any()  # "abab" whole is past 3 characters: its flip is +inf
+    assert torch.allclose(local[finite], brute[finite], atol=1e-5)
+    assert (local[~batch.flippable] == 0).all()
+    spaced = tiny("slm", context="segment")
+    with pytest.raises(ConfigError, match="text without spaces"):
+        spaced.log_marginal(spaced.encode(["ab ba"]))
+    with pytest.raises(ConfigError, match="context = 'segment' a segment depends"):
+        validate_config(LMConfig(context="segment", expected_length_weight=0.1), "lm.")

@@ -193,6 +193,37 @@ def test_a_length_penalty_given_for_word_discovery_is_kept(mlflow_store, one_thr
     assert load_lm(mlflow_store / "run" / "best").config.length_penalty == 0.0
 
 
+@pytest.mark.slow
+def test_lm_train_with_the_segment_context_saves_a_bigram_over_segments(mlflow_store, one_thread):
+    """``--context segment``: ``segrl lm train`` trains the bigram over segments on text without
+    spaces, logs the option as a value and saves a model that reloads with the same marginal."""
+    import torch
+
+    from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
+
+    config = LMTrainConfig(
+        data=bundled_utterances(60), steps=2, batch_size=16, out=str(mlflow_store / "run")
+    )
+    config.lm.hidden_dim = config.lm.speller_dim = 16
+    config.lm.context = "segment"
+    metrics = train_lm_segmenter(config).metrics
+    assert 0 < metrics["units_per_char"] <= 1 and 0 <= metrics["word_f1"] <= 1
+    saved = load_lm(mlflow_store / "run" / "best").eval()
+    assert saved.config.context == "segment"
+    assert saved.config.max_segment_length == WORD_MAX_SEGMENT_LENGTH
+    texts = [t.replace(" ", "") for t in load_corpus(bundled_utterances(60)).test[:4]]
+    again = load_lm(mlflow_store / "run" / "best").eval()
+    with torch.no_grad():
+        assert torch.equal(
+            saved.log_marginal(saved.encode(texts)), again.log_marginal(again.encode(texts))
+        )
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [run.data.params["lm.context"] for run in runs] == ["segment"]
+
+
 def test_word_discovery_defaults_the_context_and_prices_length_only_without_one():
     from segrl.experiments.lm_train import segmenter_lm
 

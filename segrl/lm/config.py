@@ -12,7 +12,7 @@ from segrl.config import NO_LIMIT
 from segrl.errors import ConfigError
 
 LMModel = Literal["slm", "segment-lstm"]
-LMContext = Literal["lstm", "words", "none"]
+LMContext = Literal["lstm", "words", "segment", "none"]
 LMCategories = Literal["none", "prefix-stem-suffix"]
 LMSpeller = Literal["lstm", "unigram", "bigram", "trigram"]
 MARKOV_ORDERS = {"unigram": 0, "bigram": 1, "trigram": 2}
@@ -95,8 +95,11 @@ class LMConfig:
     context: LMContext | None = "lstm"
     """``slm``: what conditions each segment: ``lstm`` (an LSTM over all characters before it),
     ``words`` (the same LSTM, read up to the start of the segment's word: the segments of a word are
-    independent given the words before it) or ``none`` (nothing: a unigram segment model with a
-    neural speller). None (``segrl lm train``'s and the LM evaluator's default): from
+    independent given the words before it), ``segment`` (text without spaces only: the same LSTM,
+    read over the segment before it alone, from ``<bos>``: a bigram over segments, as the bigram
+    model of Goldwater, Griffiths & Johnson (2009) is over words; exact marginal by
+    ``lattice.bigram_forward``) or ``none`` (nothing: a unigram segment model with a neural
+    speller). None (``segrl lm train``'s and the LM evaluator's default): from
     ``LM_DEFAULTS``: ``none``, except on text without spaces (word discovery):
     ``WORD_DISCOVERY_CONTEXT``."""
     speller_dim: int = 256
@@ -259,6 +262,12 @@ class LMConfig:
                 f"{prefix}expected_length_weight reads the posterior over segmentations: it needs "
                 f"{prefix}model = 'slm' without categories (got {self.model!r}, "
                 f"{self.categories!r})"
+            )
+        if self.expected_length_weight and self.context == "segment":
+            raise ConfigError(
+                f"{prefix}expected_length_weight reads the posterior of a segment model over "
+                f"segment ends; with {prefix}context = 'segment' a segment depends on the one "
+                f"before it: give another context or {prefix}expected_length_weight = 0"
             )
         if self.expected_length_weight and self.lexicon_prune:
             raise ConfigError(

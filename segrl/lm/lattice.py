@@ -202,3 +202,53 @@ def boundary_marginals(
     index = (last.clamp(min=0)).flatten().expand(batch, -1)
     out.scatter_add_(1, index, marginals.flatten(1))
     return out[:, :width]
+
+
+def bigram_forward(
+    table: torch.Tensor, lengths: torch.Tensor, viterbi: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The forward algorithm over segment ends where a segment's score depends on the length of the
+    segment before it (a bigram over segments; texts without spaces).
+
+    Args:
+        table: [B, L, R + 1, R + 1]: ``table[b, a, l, p]`` the log-probability of the segment of
+            ``l`` characters starting at ``a`` given that the segment before it has ``p``
+            characters (``p = 0``: it starts the text, so only at ``a = 0``).
+        lengths: [B] characters per text.
+        viterbi: max instead of sum, and the best segmentation's segment ends.
+    Returns:
+        ``log p(X)`` (or the best segmentation's log-probability) [B], and with ``viterbi`` its
+        segment ends [B, L] (True at each segment's last character).
+    """
+    batch, width, top, previous = table.shape
+    if previous != top:
+        raise ValueError(f"a bigram span table is [B, L, R + 1, R + 1], got {list(table.shape)}")
+    by_end = spans_by_end(table)[:, :, 1:].unbind(1)  # L + 1 tensors [B, R, R + 1]
+    # alpha at ends e-1, e-2, ... over the last segment's length: [B, R, R + 1]
+    window = table.new_full((batch, max(top - 1, 1), top), NEG_INF)
+    window[:, 0, 0] = 0.0
+    alphas = [window[:, 0]]  # alpha at each end [B, R + 1]
+    pointers = []
+    impossible = table.new_full((batch, 1), NEG_INF)  # no segment of length 0 ends anywhere
+    for e in range(1, width + 1):
+        candidates = window[:, : top - 1] + by_end[e]  # [B, R, R + 1]: (length, previous length)
+        if viterbi:
+            best, arg = candidates.max(dim=2)
+            pointers.append(arg)
+        else:
+            best = logsumexp(candidates, dim=2)  # [B, R]
+        here = torch.cat([impossible, best], dim=1)  # [B, R + 1]
+        alphas.append(here)
+        window = torch.cat([here.unsqueeze(1), window[:, :-1]], dim=1)
+    final = torch.stack(alphas, dim=1)[torch.arange(batch, device=table.device), lengths]
+    if not viterbi:
+        return logsumexp(final, dim=1), None
+    best, last = final.max(dim=1)
+    ends = torch.zeros(batch, width, dtype=torch.bool)
+    back = [p.cpu() for p in pointers]
+    for row, (n, length) in enumerate(zip(lengths.tolist(), last.tolist(), strict=True)):
+        e = n
+        while e > 0 and length > 0:
+            ends[row, e - 1] = True
+            length, e = int(back[e - 1][row, length - 1]), e - length
+    return best, ends.to(table.device)

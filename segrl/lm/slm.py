@@ -114,6 +114,8 @@ class SLM(SegmentLM):
         ``"none"``: one learnt vector everywhere)."""
         if self.config.context == "none":
             return self.no_context.expand(len(chars), chars.ids.shape[1] + 1, -1)
+        if self.config.context == "segment":
+            raise ConfigError("context = 'segment' conditions each segment on the one before it")
         bos = torch.full((len(chars), 1), self.vocab.bos_id, device=chars.ids.device)
         output, _ = self.context(self.embedding(torch.cat([bos, chars.ids], dim=1)))
         if self.config.context == "words":
@@ -123,8 +125,30 @@ class SLM(SegmentLM):
         return self.dropout(output)
 
     def _prefix_condition(self, prefix: Sequence[str]) -> torch.Tensor:
+        if self.config.context == "segment":  # the last segment, or the empty one at the start
+            ids = [self.vocab.bos_id, *self.vocab.encode(prefix[-1] if prefix else "")]
+            output, _ = self.context(self.embedding(torch.tensor([ids], device=self.device)))
+            return output[0, -1]
         chars = self.encode(["".join(prefix)])
         return self.context_states(chars)[0, -1]
+
+    def segment_encodings(self, chars: CharBatch, room: torch.Tensor) -> torch.Tensor:
+        """``context = "segment"``: ``[B, L, R + 1, H]``, the context LSTM's state after ``<bos>``
+        and the ``p`` characters from ``j`` (``out[b, j, p]``, ``R`` the most of ``room [B, L]``,
+        characters from each position to the end of its text): what conditions the segment after
+        the segment ``(j, p)``; ``p = 0``: the empty segment, the start of the text. Past
+        ``room`` the states read padding, and are never used."""
+        batch, width = chars.ids.shape
+        longest = max(int(room.max()) if room.numel() else 0, 1)
+        offsets = torch.arange(longest, device=chars.ids.device)
+        positions = torch.arange(width, device=chars.ids.device).unsqueeze(1) + offsets  # [L, R]
+        inside = positions < chars.lengths.view(-1, 1, 1)  # [B, L, R]
+        windows = chars.ids[:, positions.clamp(max=width - 1)]  # [B, L, R]
+        windows = torch.where(inside, windows, self.vocab.pad_id)
+        bos = torch.full((batch, width, 1), self.vocab.bos_id, device=chars.ids.device)
+        inputs = torch.cat([bos, windows], dim=2).flatten(0, 1)  # [B * L, R + 1]
+        output, _ = self.context(self.embedding(inputs))
+        return self.dropout(output.view(batch, width, longest + 1, -1))
 
     # --- spans -----------------------------------------------------------------------------------
     def span_runs(
@@ -298,7 +322,48 @@ class SLM(SegmentLM):
         ``speller_price`` and ``per_pass`` as in ``span_runs``."""
         space = space_mask(self.vocab, chars) if space is None else space
         room = _room(chars, space, _shorter(limit(self.config.max_segment_length), longest))
+        if self.config.context == "segment":
+            return self.bigram_table(chars, space, room, speller_price)
         return self.span_runs(chars, space, room, whole_from_lexicon, speller_price, per_pass)
+
+    def bigram_table(
+        self, chars: CharBatch, space: torch.Tensor, room: torch.Tensor, speller_price: float = 0.0
+    ) -> torch.Tensor:
+        """``context = "segment"``: ``[B, L, R + 1, R + 1]``, ``out[b, a, l, p]`` the
+        log-probability of the segment of ``l`` characters from ``a`` (``l <= room[b, a]``; its
+        terminator, and the end of the text for one that reaches it) spelled from the state of the
+        segment of ``p`` characters before it (``segment_encodings``; ``p = 0``: the start of the
+        text, at ``a = 0`` only); -inf elsewhere (``lattice.bigram_forward``)."""
+        if bool(space.any()):
+            raise ConfigError(
+                "context = 'segment' segments text without spaces (word discovery): give a "
+                "segmented corpus to segrl lm train, or --hide-spaces to segrl train, or another "
+                "context (lstm, words, none)"
+            )
+        batch, width = chars.ids.shape
+        top = max(int(room.max()) if room.numel() else 0, 1)
+        states = self.segment_encodings(chars, room)  # [B, L, R + 1, H]
+        starts = torch.arange(width, device=room.device).unsqueeze(1)  # [L, 1]
+        previous = torch.arange(top + 1, device=room.device)  # [R + 1]
+        allowed = torch.where(starts == 0, previous == 0, (previous >= 1) & (previous <= starts))
+        rows, at, before = ((room > 0).unsqueeze(2) & allowed).nonzero(as_tuple=True)  # [N] each
+        spans = self.speller.span_scores(
+            states[rows, at - before, before], chars.ids, space, rows, at, room[rows, at]
+        )  # [N, R' + 1]
+        if speller_price:
+            offsets = torch.arange(spans.shape[1], device=spans.device, dtype=spans.dtype)
+            spans = spans - speller_price * offsets
+        table = spans.new_full((batch, width, top + 1, top + 1), NEG_INF)  # [B, L, P, R + 1]
+        table[rows, at, before, : spans.shape[1]] = spans
+        # the end of the text, spelled from the state of the segment that reaches it
+        last = chars.lengths.unsqueeze(1) - starts.view(1, -1)  # [B, L]: the length that reaches it
+        ends_rows, ends_at = ((last >= 1) & (last <= room)).nonzero(as_tuple=True)
+        lengths = last[ends_rows, ends_at]
+        end = self.speller.end_scores(states[ends_rows, ends_at, lengths])  # [E]
+        at_end = spans.new_zeros(batch, width, top + 1).index_put(
+            (ends_rows, ends_at, lengths), end
+        )
+        return table.transpose(2, 3) + at_end.unsqueeze(3)  # [B, L, R + 1, P]
 
     def objective_table(
         self, chars: CharBatch, space: torch.Tensor, whole_from_lexicon: bool = True
@@ -349,6 +414,9 @@ class SLM(SegmentLM):
     # --- scores ----------------------------------------------------------------------------------
     def segment_scores(self, batch: SegmentedBatch) -> SegmentScores:
         self._require_no_categories("scores of given segmentations")
+        if self.config.context == "segment":
+            table = self.span_table(batch.chars, batch.space)
+            return _bigram_scores(table, batch.ends, batch.chars.lengths)
         first, last = segment_bounds(batch)
         lengths = torch.where(batch.starts, last - _positions(batch) + 1, 0)
         table = self.span_runs(batch.chars, batch.space, lengths)
@@ -361,6 +429,15 @@ class SLM(SegmentLM):
         also the next segment of the same word)."""
         self._require_no_categories("flip scores")
         batch = batch.to(self.device)
+        if self.config.context == "segment":  # one table, every flipped segmentation looked up
+            table = self.span_table(batch.chars, batch.space)
+            total = _bigram_scores(table, batch.ends, batch.chars.lengths).total
+            rows, at = batch.flippable.nonzero(as_tuple=True)
+            ends = batch.ends[rows].clone()
+            ends[torch.arange(len(rows), device=self.device), at] ^= True
+            flipped = _bigram_scores(table[rows], ends, batch.chars.lengths[rows]).total
+            flips = torch.zeros(batch.ends.shape, device=self.device)
+            return flips.index_put((rows, at), total[rows] - flipped)
         first, last = segment_bounds(batch)  # [B, L] each
         positions = _positions(batch)
         width = positions.shape[1]
@@ -426,6 +503,8 @@ class SLM(SegmentLM):
         self, table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
     ) -> torch.Tensor:
         """``log p(X)`` [B] from a span table: over segmentations, and categories where there are."""
+        if self.config.context == "segment":
+            return lattice.bigram_forward(table, lengths)[0]
         if self.transitions is None:
             return lattice.log_partition(table, space, lengths)
         return morphotactics.log_partition(table, space, lengths, self.transitions())
@@ -485,7 +564,12 @@ class SLM(SegmentLM):
         space = space_mask(self.vocab, chars)
         table = self.span_table(chars, space, longest=longest, per_pass=per_pass)
         partition = None
-        if self.transitions is not None:
+        if self.config.context == "segment":
+
+            def partition(leaf: torch.Tensor) -> torch.Tensor:
+                return lattice.bigram_forward(leaf, chars.lengths)[0]
+
+        elif self.transitions is not None:
             transitions = self.transitions()
 
             def partition(leaf: torch.Tensor) -> torch.Tensor:
@@ -537,6 +621,9 @@ class SLM(SegmentLM):
         if self.transitions is not None:
             ends, _, best = morphotactics.viterbi(table, space, chars.lengths, self.transitions())
             return SegmentedBatch.from_ends(self.vocab, chars, ends), best
+        if self.config.context == "segment":
+            best, ends = lattice.bigram_forward(table, chars.lengths, viterbi=True)
+            return SegmentedBatch.from_ends(self.vocab, chars, ends), best
         best, back = lattice.forward(table, space, chars.lengths, viterbi=True)
         ends = lattice.backtrack(back, space, chars.lengths)
         return SegmentedBatch.from_ends(self.vocab, chars, ends), best
@@ -586,6 +673,27 @@ def _scores_from_table(
     values = _lookup(table, first, positions - first + 1)
     per_position = torch.where(batch.ends, values, torch.zeros_like(values))
     return SegmentScores(per_position, per_position.sum(1), batch.chars.lengths + 1)
+
+
+def _bigram_scores(table: torch.Tensor, ends: torch.Tensor, lengths: torch.Tensor) -> SegmentScores:
+    """``SegmentScores`` of the segmentations ``ends [B, L]`` (True at each segment's last
+    character) from a bigram span table (``SLM.bigram_table``, ``[B, L, R + 1, R + 1]``): each
+    segment's entry under the length of the segment before it; -inf for a segment longer than
+    ``R``."""
+    batch, width, top, _ = table.shape
+    positions = torch.arange(width, device=table.device).expand(batch, -1)
+    starts = torch.cat([torch.ones_like(ends[:, :1]), ends[:, :-1]], dim=1)
+    first = torch.cummax(torch.where(starts, positions, 0), dim=1).values  # [B, L]
+    before = first.gather(1, (first - 1).clamp(min=0))  # the start of the segment before mine
+    previous = torch.where(first == 0, 0, first - before)
+    length = positions - first + 1
+    inside = length < top
+    index = (first * top + length.clamp(max=top - 1)) * top + previous.clamp(max=top - 1)
+    values = table.flatten(1).gather(1, index)
+    values = torch.where(inside & (previous < top), values, NEG_INF)
+    real = ends & (positions < lengths.unsqueeze(1))
+    per_position = torch.where(real, values, torch.zeros_like(values))
+    return SegmentScores(per_position, per_position.sum(1), lengths + 1)
 
 
 def require_slm(model: object, what: str) -> SLM:
