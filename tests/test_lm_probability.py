@@ -870,6 +870,27 @@ def test_segment_context_is_a_proper_bigram_over_segments_with_an_exact_marginal
         winner = int(scores.argmax())
         assert best.ends[row, : len(text)].tolist() == batch.ends[winner].tolist()
         assert best_score[row].item() == pytest.approx(scores[winner].item(), abs=1e-5)
+    # the expected-length regulariser over the bigram's posterior, against the enumeration
+    from dataclasses import replace
+
+    from segrl.lm import lattice
+
+    table = lm.double().span_table(lm.encode(UNSPACED_TEXTS))
+    lengths = lm.encode(UNSPACED_TEXTS).lengths
+    _, expected = lattice.bigram_forward(table, lengths, power=2.0)
+    for row, text in enumerate(UNSPACED_TEXTS):
+        decisions = segmentations(text)
+        batch = SegmentedBatch.from_decisions(UNSPACED, [text] * len(decisions), decisions)
+        weights = torch.softmax(lm.score(batch).total.double(), 0)
+        costs = torch.tensor([sum(len(m) ** 2 for m in seg) for seg in batch.segments()])
+        assert expected[row].item() == pytest.approx((weights * costs).sum().item(), rel=1e-6)
+    lm.config = replace(lm.config, expected_length_weight=0.5)
+    plain, _ = lm.marginal_loss(lm.encode(UNSPACED_TEXTS))
+    loss, stats = lm.marginal_loss(lm.encode(UNSPACED_TEXTS), regularise=True)
+    per_char = expected.sum().item() / (lengths + 1).sum().item()
+    assert stats["expected_length_cost"] == pytest.approx(per_char, rel=1e-6)
+    assert loss.item() == pytest.approx(plain.item() + 0.5 * per_char, rel=1e-6)
+    lm.float()
     last = lm.score(SegmentedBatch.from_segments(UNSPACED, [["ab", "ab"], ["a", "b", "ab"]]))
     assert abs(last.per_position[0, 3] - last.per_position[1, 3]).item() > 1e-4
 
@@ -892,5 +913,3 @@ def test_segment_context_flip_scores_equal_rescoring_and_it_refuses_spaces():
     spaced = tiny("slm", context="segment")
     with pytest.raises(ConfigError, match="text without spaces"):
         spaced.log_marginal(spaced.encode(["ab ba"]))
-    with pytest.raises(ConfigError, match="context = 'segment' a segment depends"):
-        validate_config(LMConfig(context="segment", expected_length_weight=0.1), "lm.")

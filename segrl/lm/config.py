@@ -263,12 +263,6 @@ class LMConfig:
                 f"{prefix}model = 'slm' without categories (got {self.model!r}, "
                 f"{self.categories!r})"
             )
-        if self.expected_length_weight and self.context == "segment":
-            raise ConfigError(
-                f"{prefix}expected_length_weight reads the posterior of a segment model over "
-                f"segment ends; with {prefix}context = 'segment' a segment depends on the one "
-                f"before it: give another context or {prefix}expected_length_weight = 0"
-            )
         if self.expected_length_weight and self.lexicon_prune:
             raise ConfigError(
                 f"{prefix}expected_length_weight cannot go with {prefix}lexicon_prune: the pruning "

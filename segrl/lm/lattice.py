@@ -205,7 +205,10 @@ def boundary_marginals(
 
 
 def bigram_forward(
-    table: torch.Tensor, lengths: torch.Tensor, viterbi: bool = False
+    table: torch.Tensor,
+    lengths: torch.Tensor,
+    viterbi: bool = False,
+    power: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The forward algorithm over segment ends where a segment's score depends on the length of the
     segment before it (a bigram over segments; texts without spaces).
@@ -216,9 +219,13 @@ def bigram_forward(
             characters (``p = 0``: it starts the text, so only at ``a = 0``).
         lengths: [B] characters per text.
         viterbi: max instead of sum, and the best segmentation's segment ends.
+        power: instead of the ends, the expected ``sum_k |m_k| ** power`` under the posterior
+            ``p(S | X)`` (differentiable; ``expected_lengths``' regulariser, carried the same way
+            beside each ``(end, last length)``'s ``log alpha``).
     Returns:
         ``log p(X)`` (or the best segmentation's log-probability) [B], and with ``viterbi`` its
-        segment ends [B, L] (True at each segment's last character).
+        segment ends [B, L] (True at each segment's last character), with ``power`` the
+        expectation [B].
     """
     batch, width, top, previous = table.shape
     if previous != top:
@@ -227,7 +234,9 @@ def bigram_forward(
     # alpha at ends e-1, e-2, ... over the last segment's length: [B, R, R + 1]
     window = table.new_full((batch, max(top - 1, 1), top), NEG_INF)
     window[:, 0, 0] = 0.0
-    alphas = [window[:, 0]]  # alpha at each end [B, R + 1]
+    expected = torch.zeros_like(window)  # the expected cost of the segments up to each end
+    cost = torch.arange(1, top, device=table.device, dtype=table.dtype) ** (power or 1.0)
+    alphas, costs = [window[:, 0]], [expected[:, 0]]  # at each end [B, R + 1]
     pointers = []
     impossible = table.new_full((batch, 1), NEG_INF)  # no segment of length 0 ends anywhere
     for e in range(1, width + 1):
@@ -240,7 +249,18 @@ def bigram_forward(
         here = torch.cat([impossible, best], dim=1)  # [B, R + 1]
         alphas.append(here)
         window = torch.cat([here.unsqueeze(1), window[:, :-1]], dim=1)
-    final = torch.stack(alphas, dim=1)[torch.arange(batch, device=table.device), lengths]
+        if power is not None:
+            share = _shares(candidates, best.unsqueeze(2))  # p(previous length | end, length)
+            spent = (share * expected[:, : top - 1]).sum(2) + cost  # [B, R]
+            spent = torch.cat([spent.new_zeros(batch, 1), spent], dim=1)
+            costs.append(spent)
+            expected = torch.cat([spent.unsqueeze(1), expected[:, :-1]], dim=1)
+    rows = torch.arange(batch, device=table.device)
+    final = torch.stack(alphas, dim=1)[rows, lengths]  # [B, R + 1]
+    if power is not None:
+        total = logsumexp(final, dim=1)
+        share = _shares(final, total.unsqueeze(1))
+        return total, (share * torch.stack(costs, dim=1)[rows, lengths]).sum(1)
     if not viterbi:
         return logsumexp(final, dim=1), None
     best, last = final.max(dim=1)
@@ -252,3 +272,9 @@ def bigram_forward(
             ends[row, e - 1] = True
             length, e = int(back[e - 1][row, length - 1]), e - length
     return best, ends.to(table.device)
+
+
+def _shares(scores: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
+    """``exp(scores - total)``, 0 where either is -inf (a posterior share without NaNs)."""
+    shift = torch.where(torch.isfinite(total), total, torch.zeros_like(total))
+    return torch.where(torch.isfinite(scores), scores - shift, NEG_INF).exp()

@@ -544,8 +544,11 @@ class SLM(SegmentLM):
         stats = {"nll": loss.item(), "bits_per_char": loss.item() / math.log(2)}
         weight = self.config.expected_length_weight
         if regularise and weight:
-            expected = lattice.expected_lengths(
-                table, space, chars.lengths, self.config.expected_length_power
+            power = self.config.expected_length_power
+            expected = (
+                lattice.bigram_forward(table, chars.lengths, power=power)[1]
+                if self.config.context == "segment"
+                else lattice.expected_lengths(table, space, chars.lengths, power)
             )
             per_char = expected.sum() / characters
             stats["expected_length_cost"] = per_char.item()
