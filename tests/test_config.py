@@ -282,7 +282,7 @@ def test_validate_config_checks_choices_then_each_tables_own_checks():
     config.evaluator.lm.lm.context = "window"
     with pytest.raises(
         ConfigError,
-        match="^evaluator.lm.lm.context must be one of: lstm, words, none; got 'window'$",
+        match="^evaluator.lm.lm.context must be one of: lstm, words, segment, none; got 'window'$",
     ):
         validate_config(config)
     config = TrainConfig()

@@ -180,7 +180,7 @@ def test_cli_reports_bad_lm_options(mlflow_store, small_corpus_file, capsys):
     code = main(["lm", "train", "--corpus", str(small_corpus_file), "--context", "window"])
     assert code == EXIT_USER_ERROR
     assert (
-        "command line: lm.context must be one of: lstm, words, none; got 'window'"
+        "command line: lm.context must be one of: lstm, words, segment, none; got 'window'"
         in capsys.readouterr().err
     )
 
