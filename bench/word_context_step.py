@@ -18,29 +18,16 @@ import argparse
 import dataclasses
 import random
 import statistics
-import time
 
 import torch
+from lm_step import seconds_per_update  # bench/, the folder this script runs from
 
 from segrl.config import DataConfig
 from segrl.data import load_corpus, without_spaces
 from segrl.experiments.lm_train import segmenter_lm
-from segrl.lm import LMConfig, build_lm
+from segrl.lm import build_lm
 from segrl.lm.config import resolve_lm_config
 from segrl.lm.training import LMTrainer
-
-
-def seconds_per_update(options: LMConfig, vocab, batches: list[list[str]]) -> float:
-    """Median wall time of one ``marginal_step`` over ``batches`` (after one warm-up update)."""
-    torch.manual_seed(0)
-    trainer = LMTrainer(build_lm(options, vocab))
-    trainer.marginal_step(batches[0])
-    times = []
-    for batch in batches[1:]:
-        started = time.perf_counter()
-        trainer.marginal_step(batch)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -74,7 +61,8 @@ def main() -> None:
     }
     base = None
     for name, config in runs.items():
-        seconds = seconds_per_update(config, corpus.vocab, batches)
+        torch.manual_seed(0)
+        seconds = seconds_per_update(LMTrainer(build_lm(config, corpus.vocab)), batches)
         base = base or seconds
         print(f"{name:<34} {seconds:.3f} s per update ({seconds / base:.2f}x the lstm context's)")
 
