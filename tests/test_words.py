@@ -193,6 +193,23 @@ def test_a_length_penalty_given_for_word_discovery_is_kept(mlflow_store, one_thr
     assert load_lm(mlflow_store / "run" / "best").config.length_penalty == 0.0
 
 
+def test_the_segment_context_is_refused_on_text_with_spaces_before_any_training(
+    mlflow_store, capsys
+):
+    from segrl.cli import EXIT_USER_ERROR, main
+
+    assert resolve_lm_config(LMConfig(context="segment"), "unspaced").context == "segment"
+    for text in ("words", "text"):
+        with pytest.raises(ConfigError, match=f"without spaces only.*on {text} give"):
+            resolve_lm_config(LMConfig(context="segment"), text)
+    out = str(mlflow_store / "refused")
+    assert main(["lm", "train", "--context", "segment", "--steps", "1", "--out", out]) == (
+        EXIT_USER_ERROR
+    )
+    assert "context = 'segment' (a bigram over segments) reads text" in capsys.readouterr().err
+    assert not (mlflow_store / "refused").exists()
+
+
 @pytest.mark.slow
 def test_lm_train_with_the_segment_context_saves_a_bigram_over_segments(mlflow_store, one_thread):
     """``--context segment``: ``segrl lm train`` trains the bigram over segments on text without

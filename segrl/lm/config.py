@@ -376,6 +376,12 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
     ``text``)."""
     row = LM_DEFAULTS[user, text]
     context = row.context if config.context is None else config.context
+    if context == "segment" and text != "unspaced":
+        raise ConfigError(
+            "context = 'segment' (a bigram over segments) reads text without spaces only: word "
+            "discovery, a segmented corpus in segrl lm train or --hide-spaces in segrl train; on "
+            f"{text} give context lstm, words or none"
+        )
     priced = (config.lexicon_cost or 0.0) > 0  # a cost left unset prices nothing yet
     asked = config.lexicon_size
     if asked is None:  # on running text a lexicon only while its entries pay for their spelling
