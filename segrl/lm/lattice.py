@@ -150,10 +150,7 @@ def expected_lengths(
     for e in range(1, width + 1):
         candidates = alpha[:, : top - 1] + by_end[e]  # [W, R]
         best = logsumexp(candidates, dim=1)
-        shift = torch.where(torch.isfinite(best), best, torch.zeros_like(best)).unsqueeze(1)
-        weights = torch.where(
-            torch.isfinite(candidates), candidates - shift, torch.full_like(candidates, NEG_INF)
-        ).exp()
+        weights = _shares(candidates, best.unsqueeze(1))
         here = (weights * (expected[:, : top - 1] + cost)).sum(1)
         ends.append(here)
         alpha = torch.cat([best.unsqueeze(1), alpha[:, :-1]], dim=1)
