@@ -219,9 +219,7 @@ class SLM(SegmentLM):
             spans = self.speller.span_scores(
                 states[rows, starts], chars.ids, space, rows, starts, lengths
             )  # [N, R + 1]
-        if speller_price:
-            offsets = torch.arange(spans.shape[1], device=spans.device, dtype=spans.dtype)
-            spans = spans - speller_price * offsets
+        spans = _priced(spans, speller_price)
         if at_end is None:
             texts = torch.arange(chars.ids.shape[0], device=states.device)
             at_end = self.speller.end_scores(states[texts, chars.lengths])  # [B]
@@ -350,9 +348,7 @@ class SLM(SegmentLM):
         spans = self.speller.span_scores(
             states[rows, at - before, before], chars.ids, space, rows, at, room[rows, at]
         )  # [N, R' + 1]
-        if speller_price:
-            offsets = torch.arange(spans.shape[1], device=spans.device, dtype=spans.dtype)
-            spans = spans - speller_price * offsets
+        spans = _priced(spans, speller_price)
         table = spans.new_full((batch, width, top + 1, top + 1), NEG_INF)  # [B, L, P, R + 1]
         table[rows, at, before, : spans.shape[1]] = spans
         # the end of the text, spelled from the state of the segment that reaches it
@@ -676,6 +672,15 @@ def _scores_from_table(
     values = _lookup(table, first, positions - first + 1)
     per_position = torch.where(batch.ends, values, torch.zeros_like(values))
     return SegmentScores(per_position, per_position.sum(1), batch.chars.lengths + 1)
+
+
+def _priced(spans: torch.Tensor, speller_price: float) -> torch.Tensor:
+    """The speller's spans ``[N, R + 1]`` with ``speller_price`` nats taken per character (the
+    training objective's price, ``SLM.objective_table``); unchanged at 0."""
+    if not speller_price:
+        return spans
+    offsets = torch.arange(spans.shape[1], device=spans.device, dtype=spans.dtype)
+    return spans - speller_price * offsets
 
 
 def _bigram_scores(table: torch.Tensor, ends: torch.Tensor, lengths: torch.Tensor) -> SegmentScores:
