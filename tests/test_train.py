@@ -18,6 +18,7 @@ from segrl.errors import ConfigError
 from segrl.experiments.agent_train import train_reinforce
 from segrl.jobs import RunDir, TrainingInterrupted
 from segrl.tracking.queries import segmenter_runs
+from segrl.tracking.store import ensure_reachable
 
 
 def small_config(corpus_file, tmp_path, **overrides):
@@ -166,9 +167,11 @@ def test_killed_command_resumes_from_its_last_checkpoint(mlflow_store, small_cor
     args += ["1000", "--gold-max-words", "100", "--out", str(out), "--threads", "1"]
     args += ["--set", "log_every=1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # the store's tables exist before the command starts: this test's client would otherwise create
+    # them beside the command, outside segrl's lock, and one of the two fail (``already exists``)
+    store = MlflowClient(ensure_reachable(f"sqlite:///{mlflow_store / 'mlflow.db'}"))
     process = subprocess.Popen(args, cwd=mlflow_store, env=env, stdout=subprocess.DEVNULL)
     checkpoint = out / "checkpoint.pt"
-    store = MlflowClient(f"sqlite:///{mlflow_store / 'mlflow.db'}")
 
     def logged_past_checkpoint() -> bool:  # killed a few steps after a checkpoint, before the next
         info = RunDir(out).info
