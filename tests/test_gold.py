@@ -1,7 +1,7 @@
 import pytest
 
 from segrl.data.gold import GoldWord, bundled_gold, load_gold, read_gold
-from segrl.errors import DataError
+from segrl.errors import DataError, DataWarning
 from tests.conftest import shared_path
 
 
@@ -102,8 +102,22 @@ def test_canonical_rows_are_not_taken_for_labels(tmp_path):
         "vivieron\tvivir @@ieron\t010",
         "casas\tcasa @@s\t010",
     ]
-    gold = read_gold(write(tmp_path, "\n".join(rows) + "\n", "spa.tsv"))
+    with pytest.warns(DataWarning) as said:
+        gold = read_gold(write(tmp_path, "\n".join(rows) + "\n", "spa.tsv"))
     assert [g.word for g in gold] == ["casas"]
+    assert [str(w.message) for w in said] == [
+        f"{tmp_path / 'spa.tsv'}: 1 of its 6 rows (17%) are surface segmentations, and only they "
+        "are scored; the others are canonical, their morphs not spelling the word (line 1: "
+        "'hablaste' as 'hablar + aste'). Its scores are of the words whose morphs keep their "
+        "form, not of the whole file"
+    ]
+
+
+def test_a_gold_file_mostly_of_surface_rows_says_nothing_of_the_rest(tmp_path, recwarn):
+    """One canonical row in three is no warning (English's dev set: 70% surface)."""
+    path = write(tmp_path, "players\tplay @@er @@s\t110\nmade\tmake @@ed\t010\ndog\tdog\t000\n")
+    assert [g.word for g in read_gold(path)] == ["players", "dog"]
+    assert not [w for w in recwarn if issubclass(w.category, DataWarning)]
 
 
 def test_the_shared_sigmorphon_sets_still_read():

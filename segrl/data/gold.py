@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import random
 import re
+import warnings
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -24,12 +25,15 @@ from segrl.config import limit
 from segrl.data.corpus import Corpus, read_lines
 from segrl.data.languages import check_gold_language
 from segrl.data.synthetic import is_synthetic, synthetic_gold_entries
-from segrl.errors import ConfigError, DataError
+from segrl.errors import ConfigError, DataError, DataWarning
 
 BUNDLED_GOLD = "sigmorphon2022_eng_word_dev_surface.tsv.gz"
 BUNDLED_GOLD_SOURCE = f"bundled:{BUNDLED_GOLD}"
 """The bundled gold set's name: what an unset ``gold.path`` resolves to (and reads)."""
 _CATEGORY = re.compile(r"^[01]{3}$")
+SURFACE_SHARE_WARNING = 0.5
+"""A gold file whose rows are surface segmentations less often than this is a ``DataWarning``: its
+scores are of a sample of its words (those whose morphs keep their form), not of the file."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ def _parse(lines: Sequence[tuple[str, int, str]], name: str, lowercase: bool) ->
     merged: dict[str, list[tuple[str, ...]]] = {}
     kept_rows = 0
     labelled: list[tuple[str, int, str, tuple[str, ...]]] = []
+    canonical: tuple[str, int, str, tuple[str, ...]] | None = None  # the first row left out
     for file, number, line in data:
         columns = line.rstrip("\r\n").split("\t")
         if len(columns) < 2 or len(columns) > 3 or not columns[0].strip():
@@ -112,6 +117,7 @@ def _parse(lines: Sequence[tuple[str, int, str]], name: str, lowercase: bool) ->
             if lowercase:
                 word, analysis = word.lower(), tuple(m.lower() for m in analysis)
             if "".join(analysis) != word or not all(analysis):
+                canonical = canonical or (file, number, word, analysis)
                 continue  # canonical, not surface: boundaries undefined on the word
             kept = True
             known = merged.setdefault(word, [])
@@ -133,6 +139,18 @@ def _parse(lines: Sequence[tuple[str, int, str]], name: str, lowercase: bool) ->
         raise DataError(
             f"{name}: no surface segmentations found (read as {fmt} format): no analysis's morphs "
             "concatenate back to its word. Check the file is a segmentation gold standard, not labels."
+        )
+    if canonical is not None and kept_rows < SURFACE_SHARE_WARNING * len(data):
+        file, number, word, analysis = canonical
+        warnings.warn(
+            DataWarning(
+                f"{name}: {kept_rows:,} of its {len(data):,} rows ({kept_rows / len(data):.0%}) are "
+                f"surface segmentations, and only they are scored; the others are canonical, their "
+                f"morphs not spelling the word (line {number}: {word!r} as "
+                f"{' + '.join(analysis)!r}). Its scores are of the words whose morphs keep their "
+                "form, not of the whole file"
+            ),
+            stacklevel=3,
         )
     return [GoldWord(word, tuple(analyses)) for word, analyses in merged.items()]
 
