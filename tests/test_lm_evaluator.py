@@ -714,3 +714,29 @@ def test_the_evaluators_lm_stops_learning_on_its_patience_with_its_best_weights(
     assert "lm_valid_bits_per_char" not in evaluator.pretrain([batch])
     assert all("lm_valid_bits_per_char" not in evaluator.update(batch) for _ in range(6))
     assert not evaluator.stopping["stopped"]
+
+
+@pytest.mark.parametrize("variant", ["flip", "resample", "description-length"])
+def test_flip_rewards_stay_finite_where_a_segment_is_longer_than_the_lm_allows(variant):
+    """With hidden spaces the LM spells at most ``max_segment_length`` characters a segment; an
+    agent may still keep more in one. The flip of a decision inside such a segment can leave it too
+    long (both segmentations impossible): the reward is then -MAX_NATS for keeping it whole and 0 for
+    a split, never NaN, which would reach the policy's gradient."""
+    vocab = CharVocab.from_texts(SENTENCES, "?")
+    torch.manual_seed(0)
+    config = tiny_config(max_segment_length=4, reward_variant=variant)
+    evaluator = LMEvaluator(build_lm(config.lm, vocab), config, seed=0)
+    batch = encode_segmentation_batch(vocab, ["walked talks"], hide_spaces=True)
+    decisions = np.zeros(batch.decisions.shape, dtype=np.int64)
+    decisions[0, 9] = SPLIT  # "walkedtalk|s": 10 characters in one segment, the LM allows 4
+    batch = batch.with_decisions(decisions)
+    probs = np.full((*batch.decisions.shape, 2), 0.5)
+    batch = replace(batch, policy_probs=probs)
+    rewards = evaluator.action_rewards(batch)
+    assert rewards.shape == (1, 10) and np.isfinite(rewards).all()
+    if variant == "flip":
+        # a split after "wa" leaves "lkedtalk" too long: keeping the segment whole costs the most
+        assert (rewards[0, :9] == -MAX_NATS).all()
+        assert rewards[0, 9] == 0.0  # the split before "s" is not what makes it impossible
+    elif variant == "description-length":
+        assert (rewards[0, :9] < 0).all()

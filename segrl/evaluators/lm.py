@@ -305,7 +305,13 @@ class LMEvaluator(Evaluator):
         return _free_rewards(np.where(batch.splits, log_odds, -log_odds), batch)
 
     def _flip_scores(self, batch: SegmentationBatch, segmented: SegmentedBatch) -> np.ndarray:
-        return _to_positions(self.lm.flip_scores(segmented).double(), batch)
+        """``lm.flip_scores`` at the decisions, within ``+-MAX_NATS``. Where a segment is longer
+        than the LM allows (hidden spaces: ``max_segment_length``) and its flip leaves one too
+        (both segmentations impossible, ``-inf - -inf``), a decision that keeps characters
+        together scores ``-MAX_NATS`` and a split 0: never NaN, which would reach the gradient."""
+        flips = _to_positions(self.lm.flip_scores(segmented).double(), batch)
+        impossible = np.where(batch.splits, 0.0, -MAX_NATS)
+        return np.clip(np.where(np.isnan(flips), impossible, flips), -MAX_NATS, MAX_NATS)
 
     def _flip(self, batch: SegmentationBatch, segmented: SegmentedBatch) -> np.ndarray:
         return _free_rewards(self._flip_scores(batch, segmented), batch)
