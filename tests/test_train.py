@@ -128,10 +128,22 @@ def test_gold_evaluator_trains_on_gold_words(mlflow_store, small_corpus_file):
 def test_train_command_and_its_errors(mlflow_store, small_corpus_file, capsys):
     args = ["train", "--corpus", str(small_corpus_file), "--steps", "4", "--batch-size", "4"]
     args += ["--gold-max-words", "100", "--out", str(mlflow_store / "cli"), "--threads", "1"]
-    args += ["--policy", "transformer", "--reward", "sequence", "--hide-spaces"]
+    args += [
+        "--policy",
+        "transformer",
+        "--reward",
+        "sequence",
+        "--hide-spaces",
+        "--eval-every",
+        "2",
+    ]
     assert main(args) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "reinforce-transformer-morfessor-sequence-hidden" in out
+    # the progress line (a plain line where stderr is no terminal) shows the evaluation at step 2:
+    # its gold boundary F1 beside its agreement with Morfessor
+    shown = next(line for line in err.splitlines() if ": step 2/4, " in line)
+    assert ", boundary_f1=" in shown and ", morfessor_boundary_f1=" in shown
     assert "run folder:" in out
     assert main(["compare"]) == 0
     assert "reinforce-transformer-morfessor-sequence-hidden" in capsys.readouterr().out

@@ -152,7 +152,10 @@ class AgentTraining:
     checkpoint; each agent adds its learner's part (``SentenceAgentTraining``, SB3's
     ``SB3Training``)."""
 
-    shown = ("reward", "morfessor_boundary_f1")
+    shown = ("reward", WORD_F1, BOUNDARY_F1, "morfessor_boundary_f1")
+    """Beside the progress bar: the reward, then the latest evaluation's agreement with the gold
+    (word F1 where the gold is the corpus's own spaces, boundary F1 against a gold set) and with
+    Morfessor's segmentation, whichever it has."""
 
     def __init__(self, segmenter: AgentSegmenter, task: TrainingTask, run: RunDir):
         self.segmenter = segmenter
