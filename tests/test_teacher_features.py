@@ -160,7 +160,8 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(
     """The defaults by corpus: on a word list the LM evaluator has the priced lexicon of ``segrl lm
     train`` and the reinforce agent reads its log-odds and is rewarded per action by the
     description length (``STUDENT_PER_ACTION_REWARD``), sampled; on running text, and for agents
-    that cannot read it, no lexicon and the LM's posterior, fitted by the forward KL."""
+    that cannot read it, no lexicon and the LM's posterior, fitted by the forward KL; on text
+    without spaces the reinforce agent reads its LM without a lexicon, rewarded as on a word list."""
     from segrl.agents.task import build_task
     from segrl.data import load_corpus
     from segrl.experiments.agent_train import (
@@ -220,3 +221,13 @@ def test_on_a_word_list_the_agent_reads_a_priced_lexicons_teacher(
     posterior = {"evaluator.lm.reward_variant": "posterior"}  # asked for, it stays
     assert reward(counts, **posterior) == ("posterior", "forward-kl")
     assert reward(counts, **{"env.reward": "sequence"})[0] == "likelihood"
+    # text without spaces: the student reads its teacher, an LM without a lexicon, by default
+    hidden = {"env.hide_spaces": True}
+    unspaced = task(small_corpus_file, **hidden)
+    assert unspaced.setup.config.teacher_features is True
+    assert unspaced.evaluator.lm.lexicon is None
+    assert reward(small_corpus_file, **hidden) == ("description-length", "sampled")
+    for overrides in ({"agent": "ppo-batched"}, {"env.teacher_features": False}):
+        chars = resolved(small_corpus_file, **hidden, **overrides)[0]
+        assert chars.env.teacher_features is False
+        assert chars.evaluator.lm.reward_variant == "posterior"

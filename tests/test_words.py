@@ -308,6 +308,26 @@ def test_the_words_suite_reads_its_corpora_as_segmented(tmp_path):
     agent = config_from_args(TrainConfig, parser.parse_args(list(systems["agent-el"])))
     assert agent.evaluator.lm.lm.expected_length_weight == 0.015
     assert agent.env.hide_spaces is True
+    # the main job's students as the job resolves them: who reads its teacher, rewarded how
+    from segrl.experiments.agent_train import resolve_train_config
+    from segrl.jobs import JobStart
+
+    start = JobStart("segmented:brent", "text", True, texts=7800, device="cpu", threads=1)
+    students = {
+        name: resolve_train_config(
+            config_from_args(TrainConfig, parser.parse_args(list(systems[name]))), start
+        )
+        for name in ("agent", "agent-posterior", "agent-chars", "agent-el")
+    }
+    assert {
+        name: (c.env.teacher_features, c.evaluator.lm.reward_variant, c.evaluator.lm.pretrain_steps)
+        for name, c in students.items()
+    } == {
+        "agent": (True, "description-length", 123),
+        "agent-posterior": (True, "posterior", 123),
+        "agent-chars": (False, "posterior", 123),
+        "agent-el": (False, "posterior", 123),
+    }
 
 
 def test_a_word_discovery_table_has_word_columns_and_posterior_rows():

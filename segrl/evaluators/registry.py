@@ -65,10 +65,11 @@ LM_PER_ACTION_REWARDS: tuple[str, ...] = typing.get_args(LMPerActionReward)
 can do, ``segrl.evaluators.lm`` computes them)."""
 STUDENT_PER_ACTION_REWARD = "description-length"
 """The LM's per-action reward where ``evaluator.lm.reward_variant`` is unset and the policy reads
-its teacher (``env.teacher_features``; REINFORCE on a word list, by default), instead of the
-mode's first (``posterior``): a student that reads its teacher's log-odds and is rewarded by them
-only becomes its teacher's posterior; rewarded by the description length of its batch's
-segmentation it passes its teacher on word lists (docs/studies/2026-11-29-student-reward.md)."""
+its teacher (``env.teacher_features``; REINFORCE on a word list or text without spaces, by
+default), instead of the mode's first (``posterior``): a student that reads its teacher's log-odds
+and is rewarded by them only becomes its teacher's posterior; rewarded by the description length of
+its batch's segmentation it passes its teacher on word lists
+(docs/studies/2026-11-29-student-reward.md) and on Brent (docs/studies/2026-12-06-words-student.md)."""
 
 
 @dataclass(frozen=True)
@@ -351,12 +352,16 @@ class EvaluatorConfig:
         (``env.teacher_features``, ``Evaluator.teacher``): an LM's."""
         return self.spec.lm
 
-    def teaches_by_default(self) -> bool:
+    def teaches_by_default(self, hide_spaces: bool) -> bool:
         """Whether a policy that can read its teacher does so where ``env.teacher_features`` is left
         unset (``segrl train`` resolves it): the evaluator's LM, resolved, is an ``slm`` with a
-        lexicon, a confident teacher that decides by whole words (docs/studies/2026-11-26-teacher.md)."""
+        lexicon, a confident teacher that decides by whole words (docs/studies/2026-11-26-teacher.md),
+        or any LM on text without spaces (``hide_spaces``, word discovery), where a student that
+        reads only the characters stayed below its teacher on Brent and one that reads it passed it
+        on all three corpora (docs/studies/2026-12-06-words-student.md)."""
         lm = self.lm.lm
-        return self.teaches() and lm.model == "slm" and lm.lexicon_size > 0
+        lexicon = lm.model == "slm" and lm.lexicon_size > 0
+        return self.teaches() and (lexicon or hide_spaces)
 
 
 def evaluator_class(name: str) -> type[Evaluator]:

@@ -260,10 +260,13 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
       ``pretrain_steps``: all of ``pretrain_epochs`` over the ``start.texts`` episodes;
       ``cache_dir``: Morfessor's cache in use;
     - whether the policy reads its teacher (``env.teacher_features``): where it can and the LM
-      evaluator's ``slm`` has a lexicon (on a word list, by default). A lexicon's teacher is
-      confident and decides by whole words: a student that reads only the characters collapsed to
-      no splits or fell 0.03-0.38 below it, one that reads its log-odds matches it
-      (docs/studies/2026-11-26-teacher.md);
+      evaluator's ``slm`` has a lexicon (on a word list, by default) or the spaces are hidden
+      (``EvaluatorConfig.teaches_by_default``). A lexicon's teacher is confident and decides by
+      whole words: a student that reads only the characters collapsed to no splits or fell
+      0.03-0.38 below it, one that reads its log-odds matches it
+      (docs/studies/2026-11-26-teacher.md); on text without spaces one that reads only the
+      characters fell 0.01-0.05 below its teacher on Brent, one that reads it passed it
+      (docs/studies/2026-12-06-words-student.md);
     - REINFORCE's entropy bonus and per-action gradient (``ReinforceConfig``), PPO's entropy bonus,
       discount and advantage standardisation (``PPOConfig``), for the reward mode;
     - the device and threads the job runs with, no time limit (``NO_LIMIT``), and the tables of
@@ -294,7 +297,7 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     )
     teacher = config.env.teacher_features
     if teacher is None:
-        teacher = can_read_teacher(config) and evaluator.teaches_by_default()
+        teacher = can_read_teacher(config) and evaluator.teaches_by_default(config.env.hide_spaces)
     variant = lm.reward_variant
     if variant is None:
         student = evaluator.spec.lm and teacher and mode == "per-action"
