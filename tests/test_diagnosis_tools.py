@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,8 @@ def test_lm_budget_curve_scores_what_lm_train_trains(mlflow_store, one_thread):
     updates, scored the same way."""
     from segrl.config import DataConfig
     from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
+    from segrl.lm.lexicon import PRUNED_LOGIT
+    from segrl.lm.models import load_lm
 
     folder = utterance_splits(mlflow_store / "br")
     out = mlflow_store / "curve.jsonl"
@@ -142,16 +145,37 @@ def test_lm_budget_curve_scores_what_lm_train_trains(mlflow_store, one_thread):
         rows[0]["word_f1"] != rows[1]["word_f1"]
         or rows[0]["valid_bits_per_char"] != rows[1]["valid_bits_per_char"]
     )  # the second point is a second update's, not the first's again
+    # past an epoch (three updates) the lexicon is pruned as segrl lm train prunes it
+    pruned = mlflow_store / "pruned.jsonl"
+    done = curve(
+        f"segmented:{folder}",
+        "--at",
+        "4",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--out",
+        str(pruned),
+    )
+    assert done.returncode == 0, done.stderr
+    (after,) = [json.loads(line) for line in pruned.read_text(encoding="utf-8").splitlines()]
+    four = train_lm_segmenter(replace(config, steps=4, out=str(mlflow_store / "run-4"))).metrics
+    kept = (load_lm(mlflow_store / "run-4" / "best").lexicon.logits > PRUNED_LOGIT / 2).sum()
+    assert after["lexicon_entries"] == int(kept) < rows[1]["lexicon_entries"]
+    assert after["word_f1"] == pytest.approx(four["word_f1"])
+    assert after["posterior/word_f1"] == pytest.approx(four["posterior/word_f1"])
     # --set gives segrl lm train's options, and the row says which it was given
     regularised = mlflow_store / "regularised.jsonl"
     done = curve(
         f"segmented:{folder}", "--at", "2", "--device", "cpu", "--threads", "1",
-        "--set", "lm.expected_length_weight=0.3", "--out", str(regularised),
+        "--set", "lm.expected_length_weight=0.3", "--set", 'lm.context="lstm"',
+        "--out", str(regularised),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (row,) = [json.loads(line) for line in regularised.read_text(encoding="utf-8").splitlines()]
-    assert row["set"] == {"lm.expected_length_weight": 0.3}
-    config.lm.expected_length_weight = 0.3
+    assert row["set"] == {"lm.context": "lstm", "lm.expected_length_weight": 0.3}
+    config.lm.expected_length_weight, config.lm.context = 0.3, "lstm"
     config.out = str(mlflow_store / "run-regularised")
     assert row["valid_bits_per_char"] != rows[1]["valid_bits_per_char"]
     metrics = train_lm_segmenter(config).metrics

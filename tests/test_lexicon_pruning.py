@@ -247,7 +247,8 @@ def test_the_speller_learns_the_kept_entries_beside_the_marginal():
 
 def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
     """``LM_DEFAULTS``: ``speller_entries`` is on where the lexicon is pruned (``segrl lm train``
-    on a word list and on running text, the LM evaluator on a word list), off elsewhere."""
+    on a word list, on running text and on text without spaces, the LM evaluator on a word list),
+    off elsewhere."""
     from segrl.experiments.lm_train import segmenter_lm
     from segrl.lm.config import SPELLER_ENTRIES, TABLE_OPTIONS, resolve_lm_config, table_lm
     from segrl.lm.models import SAVED_UNSET
@@ -256,7 +257,8 @@ def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
     for text, user, config, on in [
         ("words", "lm-train", segmenter_lm(), True),
         ("text", "lm-train", segmenter_lm(), True),
-        ("unspaced", "lm-train", segmenter_lm(), False),
+        ("unspaced", "lm-train", segmenter_lm(), True),
+        ("unspaced", "evaluator", table_lm(), False),
         ("words", "evaluator", table_lm(), True),
         ("text", "evaluator", table_lm(), False),
     ]:

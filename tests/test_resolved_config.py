@@ -180,12 +180,14 @@ def test_a_units_train_run_names_every_option(mlflow_store, small_corpus_file):
 
 def test_lm_defaults_by_user_and_text():
     """The one table of the LM's defaults, as ``segrl lm train`` and the agent's LM evaluator read
-    it: word discovery (text without spaces) conditions segments on the characters before them and
-    bounds their length; the evaluator has a lexicon on word lists only."""
+    it: word discovery (text without spaces) is the word lists' teacher with the words' length
+    penalty and a bound on their length, the evaluator there conditions segments on the characters
+    before them; the evaluator has a lexicon on word lists only."""
     unspaced = replace_start(spaces_are_gold=True)
     discovery = resolve_lm_train_config(LMTrainConfig(), unspaced)
-    assert (discovery.lm.context, discovery.lm.max_segment_length) == ("lstm", 12)
-    assert discovery.lm.length_penalty == 0.0 and discovery.gold.path == ""
+    assert (discovery.lm.context, discovery.lm.max_segment_length) == ("none", 12)
+    assert (discovery.lm.lexicon_size, discovery.lm.speller) == (SLM_LEXICON_SIZE, "bigram")
+    assert discovery.lm.length_penalty == 0.15 and discovery.gold.path == ""
     assert WORD_MAX_SEGMENT_LENGTH == 12
     words = resolve_lm_train_config(LMTrainConfig(), replace_start(corpus_kind="words")).lm
     assert (words.context, words.lexicon_size, words.length_penalty) == ("none", 100_000, 0.02)

@@ -19,6 +19,7 @@ from segrl.evaluators import EvaluatorConfig
 from segrl.evaluators.lm import evaluator_lm_options
 from segrl.lm.config import (
     WORD_DISCOVERY_CONTEXT,
+    WORD_DISCOVERY_EVALUATOR_CONTEXT,
     WORD_DISCOVERY_LENGTH_PENALTY,
     WORD_MAX_SEGMENT_LENGTH,
     LMConfig,
@@ -172,12 +173,20 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
     metrics = train_lm_segmenter(config).metrics
     assert 0 <= metrics["word_f1"] <= 1 and 0 <= metrics["posterior/word_f1"] <= 1
     assert "boundary_f1" not in metrics  # no gold words: the spaces are the gold
-    # the saved model carries the settings for words: a word's length limit, the character context
-    # and, with it, no length prior and no lexicon
-    saved = load_lm(mlflow_store / "run" / "best").config
+    # the saved model carries the settings for words: a word's length limit, no context, a priced
+    # and pruned lexicon of the utterances' substrings spelled by a bigram, the words' length prior
+    best = load_lm(mlflow_store / "run" / "best")
+    saved = best.config
     assert saved.max_segment_length == WORD_MAX_SEGMENT_LENGTH
-    assert saved.context == WORD_DISCOVERY_CONTEXT == "lstm"
-    assert saved.length_penalty == 0.0 and saved.lexicon_size == 0
+    assert saved.context == WORD_DISCOVERY_CONTEXT == "none"
+    assert saved.length_penalty == WORD_DISCOVERY_LENGTH_PENALTY
+    assert (saved.speller, saved.lexicon_prune, saved.lexicon_init) == ("bigram", True, "counts")
+    assert saved.lexicon_cost > 0 and saved.speller_entries > 0
+    # its entries are substrings of the unspaced utterances: some span a gold word boundary
+    utterances = [u.replace(" ", "") for u in load_corpus(bundled_utterances(120)).train]
+    entries = best.lexicon.entries
+    assert all(len(e) <= WORD_MAX_SEGMENT_LENGTH for e in entries)
+    assert all(any(e in u for u in utterances) for e in entries[:50])
 
 
 @pytest.mark.slow
@@ -247,12 +256,14 @@ def test_word_discovery_defaults_the_context_and_prices_length_only_without_one(
     unset = segmenter_lm()
     assert unset.context is None and unset.length_penalty is None
     words = resolve_lm_config(word_discovery_lm(unset), "text")
-    assert (words.context, words.length_penalty, words.lexicon_size) == ("lstm", 0.0, 0)
+    assert (words.context, words.length_penalty) == ("none", WORD_DISCOVERY_LENGTH_PENALTY)
+    assert WORD_DISCOVERY_LENGTH_PENALTY == 0.15
+    assert words.lexicon_size > 0 and words.speller == "bigram" and words.lexicon_prune
     assert words.max_segment_length == WORD_MAX_SEGMENT_LENGTH
-    unset.context = "none"  # without context the marginal keeps word sequences whole: a prior
-    no_context = resolve_lm_config(word_discovery_lm(unset), "text")
-    assert no_context.length_penalty == WORD_DISCOVERY_LENGTH_PENALTY == 0.15
-    assert no_context.lexicon_size > 0
+    unset.context = "lstm"  # with the character context: no length prior, no lexicon
+    lstm = resolve_lm_config(word_discovery_lm(unset), "text")
+    assert (lstm.length_penalty, lstm.lexicon_size, lstm.speller) == (0.0, 0, "lstm")
+    assert not lstm.lexicon_prune and lstm.speller_entries == 0.0
     given = word_discovery_lm(LMConfig(context="lstm", length_penalty=0.1, max_segment_length=8))
     assert (given.length_penalty, given.max_segment_length) == (0.1, 8)
     # with spaces an unset context stays what it was: none, a lexicon on a word list
@@ -265,7 +276,7 @@ def test_hidden_spaces_get_a_word_length_limit_and_a_segmented_corpus_needs_them
     assert lm.lm.max_segment_length is None and lm.lm.context is None
     hidden = hidden_spaces_lm_options(lm).lm
     assert hidden.max_segment_length == WORD_MAX_SEGMENT_LENGTH == 12
-    assert hidden.context == WORD_DISCOVERY_CONTEXT == "lstm"
+    assert hidden.context == WORD_DISCOVERY_EVALUATOR_CONTEXT == "lstm"
     assert hidden.length_penalty is None  # the evaluator's own rule resolves it, not lm train's
     assert evaluator_lm_options(lm, "text").context == "none"  # spaces shown: no context
     lm.lm.max_segment_length, lm.lm.context = 8, "none"

@@ -3,8 +3,8 @@ its test utterances after each of several update counts, in one run.
 
 Is a target missed for want of updates? ``segrl lm train --steps N`` gives one point; this gives the
 curve from one training: the same model, batches and updates as ``segrl lm train`` with its defaults
-(``segrl.experiments.lm_train.train_lm_segmenter``), the weights at each count scored as that
-command scores its best ones (Viterbi and posterior word F1 on the test utterances, held-out bits
+(``segrl.experiments.lm_train.train_lm_segmenter``; its lexicon, where it has one, pruned after
+every epoch as there), the weights at each count scored as that command scores its best ones (Viterbi and posterior word F1 on the test utterances, held-out bits
 per character on the valid ones). Nothing is logged to MLflow and no model is saved: a diagnosis, not a run.
 
     python tools/lm_budget_curve.py 'segmented:../shared/data/ptb/ptb.{split}.txt' --max-len 512 \\
@@ -12,13 +12,14 @@ per character on the valid ones). Nothing is logged to MLflow and no model is sa
 
 Each count prints one line and, with ``--out``, appends one JSON object to the file (word, boundary
 and lexicon F1 and the rest of ``segrl.metrics.word_discovery_metrics``; the posterior decoding's
-under ``posterior/``, as ``segrl lm train`` logs them).
+under ``posterior/``, as ``segrl lm train`` logs them; with a pruned lexicon, the entries it keeps).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 
@@ -85,9 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lm_budget_curve: error: {e}", file=sys.stderr)
         return 2
     batches = training_batches(texts.train, config.batch_size, config.seed)
+    per_epoch = math.ceil(len(texts.train) / config.batch_size)
     step, started = 0, time.perf_counter()
     for target in args.at:
         while step < target:
+            if step and step % per_epoch == 0:  # as segrl lm train prunes its lexicon after every
+                trainer.prune_lexicon(min_updates=per_epoch)  # epoch, once it has scored it
             trainer.marginal_step(next(batches))
             step += 1
         trained = time.perf_counter() - started
@@ -98,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         row = {"updates": step, "train_seed": args.train_seed, "train_seconds": round(trained, 1)}
         row["set"] = dict(sorted(given.items()))
         row["valid_bits_per_char"] = bits_per_char(model, texts.valid, batch_size=config.batch_size)
+        if trainer.usage is not None:  # a pruned lexicon: the entries it keeps
+            row["lexicon_entries"] = int(trainer.usage.kept().sum())
         row.update(viterbi)
         row.update({f"{POSTERIOR_PREFIX}{name}": value for name, value in posterior.items()})
         print(

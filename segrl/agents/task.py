@@ -152,9 +152,9 @@ def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
     """The LM evaluator's options with spaces hidden, for a caller that builds an evaluator from
     Python (``segrl train`` resolves them with the rest, ``resolve_train_config``): the context
     and maximum segment length of ``LM_DEFAULTS``' row for the evaluator on text without spaces
-    unless given (``WORD_DISCOVERY_CONTEXT``: conditioned on the characters before each segment,
-    the LM is the better teacher of words; ``WORD_MAX_SEGMENT_LENGTH``: its dynamic programs would
-    otherwise span whole sentences), the rest left as they are."""
+    unless given (``WORD_DISCOVERY_EVALUATOR_CONTEXT``: conditioned on the characters before each
+    segment, the lexicon-free LM is the better teacher of words; ``WORD_MAX_SEGMENT_LENGTH``: its
+    dynamic programs would otherwise span whole sentences), the rest left as they are."""
     row = LM_DEFAULTS["evaluator", "unspaced"]
     options = lm.lm
     options = replace(

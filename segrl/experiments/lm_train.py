@@ -12,8 +12,9 @@ The model has no context by default (``context`` None resolves to ``none``: ``LM
 once where the job starts by ``resolve_lm_train_config``): trained by marginal likelihood with
 the character context (or the preceding words) as context, ``slm`` puts whole words in one segment,
 while without context it has to reuse pieces across words, and its Viterbi segments are morph-like.
-On text without spaces (word discovery) that is what it should do, and there the default context is
-the characters before each segment (``WORD_DISCOVERY_CONTEXT``, ``word_discovery_lm``).
+On text without spaces (word discovery) it has none either (``WORD_DISCOVERY_CONTEXT``,
+``word_discovery_lm``): there its segments should be words, its lexicon's entries are substrings of
+the utterances that must pay for their spelling, and a length penalty sets its density.
 
 The job (``segrl.jobs.Job``) has a budget of steps: ``epochs`` times the batches of an epoch, or
 ``steps`` where that is fewer. The data order is a function of (seed, step), an epoch's end is
@@ -73,8 +74,8 @@ CURVE_METRICS = (BOUNDARY_F1, BOUNDARY_PRECISION, BOUNDARY_RECALL, GOLD_UNITS_PE
 
 
 def segmenter_lm() -> LMConfig:
-    """``segrl lm train``'s model by default: ``slm`` without context (with the LSTM context on text
-    without spaces), with a priced lexicon whose logits are learnt directly; its options left unset
+    """``segrl lm train``'s model by default: ``slm`` without context (on text without spaces too),
+    with a priced lexicon whose logits are learnt directly; its options left unset
     (None) resolve by ``LM_DEFAULTS`` (``resolve_lm_train_config``)."""
     return table_lm(lexicon_cost=LEXICON_COST)
 
@@ -89,9 +90,9 @@ class LMTrainConfig(RunOptions):
     """The model (``segrl.lm.LMConfig``; ``lm.hidden_dim`` and so on). Its defaults here (the options
     left None resolve by ``segrl.lm.config.LM_DEFAULTS``' rows for ``segrl lm train``): ``slm``
     without context (marginal likelihood then favours reusable, morph-like segments; with the
-    character context, or the preceding words, as context it keeps whole words), except on text
-    without spaces, where whole words are the aim: there the LSTM context and no length penalty
-    (``word_discovery_lm``); ``lexicon_size``
+    character context, or the preceding words, as context it keeps whole words), on text without
+    spaces too, where whole words are the aim: there a lexicon of the utterances' substrings and
+    the length penalty ``WORD_DISCOVERY_LENGTH_PENALTY`` (``word_discovery_lm``); ``lexicon_size``
     None: ``SLM_LEXICON_SIZE`` substrings mixed with the speller (``segrl.lm.lexicon``), so that
     reusing a morph across words pays, on a word list and on running text while ``lexicon_cost``
     prices its entries (0: every segment spelled); ``lexicon_cost`` ``LEXICON_COST``, nats per

@@ -65,17 +65,32 @@ WORD_MAX_SEGMENT_LENGTH = 12
 """The maximum segment length of an LM on text without spaces (word discovery) unless one is given:
 it covers 99.9% of the word tokens of Brent's br-text (all of br-phono's) and 99.3% of the Penn
 Treebank's."""
-WORD_DISCOVERY_CONTEXT: LMContext = "lstm"
-"""``segrl lm train``'s context on text without spaces (word discovery) unless one is given: an LSTM
-over the characters before each segment, with no length penalty, the kind of model behind the
-recurrent segmental LMs of Kawakami et al. (2019) and Downey et al. (2022). Chosen on PTB and
-br-text together over three seeds; with it any length penalty makes every character a segment
-(docs/studies/2026-11-26-word-discovery.md)."""
+WORD_DISCOVERY_CONTEXT: LMContext = "none"
+"""``segrl lm train``'s context on text without spaces (word discovery) unless one is given: none,
+the teacher of word lists (a lexicon of the substrings found in the most training utterances,
+priced and pruned, started from their counts, a character-bigram speller that learns to spell the
+kept entries) with the length penalty ``WORD_DISCOVERY_LENGTH_PENALTY``: a unigram model of words
+whose entries pay for their spelling, as the Dirichlet-process unigram segmenter of Goldwater,
+Griffiths & Johnson (2009). Chosen on br-phono, br-text and PTB together by the worst of the three
+over three seeds: 0.692 ± 0.002, 0.772 ± 0.003 and 0.672 ± 0.001 word F1 at 1,000 updates,
+where the LSTM over the characters before each segment (``lstm``, the default before, the kind of
+model of the recurrent segmental LMs of Kawakami et al. (2019) and Downey et al. (2022)) scores
+0.454 ± 0.030, 0.610 ± 0.026 and 0.802 ± 0.012: it keeps the child-directed utterances' frequent
+phrases whole and wins PTB alone (docs/studies/2026-12-06-words-lexicon.md)."""
+WORD_DISCOVERY_EVALUATOR_CONTEXT: LMContext = "lstm"
+"""The LM evaluator's context with hidden spaces (``segrl train --hide-spaces``) unless one is
+given: an LSTM over the characters before each segment. Its lexicon would be drawn from the
+corpus's words (whose edges are the boundaries to discover), and without one the evaluator with
+no context is the weaker teacher (the agent's word F1 on br-text 0.382 against 0.496;
+docs/studies/2026-11-26-word-discovery.md)."""
 WORD_DISCOVERY_LENGTH_PENALTY = 0.15
 """``segrl lm train``'s length penalty on text without spaces (word discovery) for an ``slm`` without
-context (``--context none``) unless one is given; with context the default is none. Without one
-such an ``slm`` keeps frequent word sequences as one lexicon entry. Chosen on PTB and br-text
-together over three seeds (docs/studies/2026-11-26-word-discovery.md). Running text with its
+context (the default there, ``WORD_DISCOVERY_CONTEXT``) unless one is given; with context the
+default is none. It sets the density: at 0.02 (a word list's) the lexicon keeps frequent word
+sequences as one entry (br-phono 0.547, 0.271 units per character against the gold's 0.353), at
+0.2 br-phono and br-text reach 0.773 and 0.779 but PTB is over-cut (0.607); 0.15 has the best
+worst corpus of the three (docs/studies/2026-12-06-words-lexicon.md; first chosen for the model
+without a priced lexicon, docs/studies/2026-11-26-word-discovery.md). Running text with its
 spaces keeps none."""
 
 
@@ -100,8 +115,9 @@ class LMConfig:
     model of Goldwater, Griffiths & Johnson (2009) is over words; exact marginal by
     ``lattice.bigram_forward``) or ``none`` (nothing: a unigram segment model with a neural
     speller). None (``segrl lm train``'s and the LM evaluator's default): from
-    ``LM_DEFAULTS``: ``none``, except on text without spaces (word discovery):
-    ``WORD_DISCOVERY_CONTEXT``."""
+    ``LM_DEFAULTS``: ``none``, also on text without spaces (word discovery,
+    ``WORD_DISCOVERY_CONTEXT``), except for the LM evaluator with hidden spaces
+    (``WORD_DISCOVERY_EVALUATOR_CONTEXT``, ``lstm``)."""
     speller_dim: int = 256
     """The speller LSTM (and the segment composer of ``segment-lstm``)."""
     speller: LMSpeller | None = "lstm"
@@ -324,8 +340,8 @@ LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
     ),
     ("lm-train", "unspaced"): LMDefaults(
         WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
-        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY, "lstm", False, 0.0,
-        "uniform",
+        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES, LEXICON_INIT,
     ),
     ("evaluator", "words"): LMDefaults(
         "none", NO_LIMIT, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
@@ -337,8 +353,8 @@ LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
         "uniform",
     ),
     ("evaluator", "unspaced"): LMDefaults(
-        WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct", 0.0, 0.0, 0.0,
-        "lstm", False, 0.0, "uniform",
+        WORD_DISCOVERY_EVALUATOR_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct",
+        0.0, 0.0, 0.0, "lstm", False, 0.0, "uniform",
     ),
 }  # fmt: skip
 """The LM's defaults, in one place: by who uses it (``segrl lm train``'s model, the agent's LM
