@@ -258,7 +258,7 @@ def test_the_word_lists_teacher_and_evaluator_learn_the_entries_by_default():
         ("words", "lm-train", segmenter_lm(), True),
         ("text", "lm-train", segmenter_lm(), True),
         ("unspaced", "lm-train", segmenter_lm(), True),
-        ("unspaced", "evaluator", table_lm(), False),
+        ("unspaced", "evaluator", table_lm(), True),
         ("words", "evaluator", table_lm(), True),
         ("text", "evaluator", table_lm(), False),
     ]:

@@ -207,6 +207,22 @@ def test_lm_defaults_by_user_and_text():
     agent.env.hide_spaces = True
     hidden = resolve_train_config(agent, START).evaluator.lm.lm
     assert (hidden.context, hidden.max_segment_length, hidden.length_penalty) == ("lstm", 12, 0.0)
+    assert hidden.lexicon_size == 0  # spaces that are not the gold: no lexicon from the words
+    # on a segmented corpus a reading student's teacher is segrl lm train's model there
+    agent.agent = "reinforce"
+    discovered = resolve_train_config(agent, unspaced)
+    found = discovered.evaluator.lm.lm
+    assert (found.context, found.lexicon_size, found.speller) == (
+        "none",
+        SLM_LEXICON_SIZE,
+        "bigram",
+    )
+    assert (found.lexicon_prune, found.lexicon_init, found.length_penalty) == (True, "counts", 0.15)
+    assert discovered.env.teacher_features is True
+    assert discovered.evaluator.lm.reward_variant == "description-length"
+    agent.agent = "ppo-batched"  # cannot read it: the lexicon-free LSTM teacher
+    plain_hidden = resolve_train_config(agent, unspaced).evaluator.lm.lm
+    assert (plain_hidden.context, plain_hidden.lexicon_size) == ("lstm", 0)
     assert resolve_train_config(agent, START).evaluator.lm.patience == 0
     agent.evaluator.lm.patience = 3  # asked for: kept
     assert resolve_train_config(agent, START).evaluator.lm.patience == 3

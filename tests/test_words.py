@@ -328,17 +328,27 @@ def test_the_words_suite_reads_its_corpora_as_segmented(tmp_path):
         name: resolve_train_config(
             config_from_args(TrainConfig, parser.parse_args(list(systems[name]))), start
         )
-        for name in ("agent", "agent-posterior", "agent-chars", "agent-el")
+        for name in ("agent", "agent-lstm", "agent-posterior", "agent-chars", "agent-el")
     }
-    assert {
-        name: (c.env.teacher_features, c.evaluator.lm.reward_variant, c.evaluator.lm.pretrain_steps)
-        for name, c in students.items()
-    } == {
-        "agent": (True, "description-length", 123),
-        "agent-posterior": (True, "posterior", 123),
-        "agent-chars": (False, "posterior", 123),
-        "agent-el": (False, "posterior", 123),
-    }
+    assert (
+        {
+            name: (
+                c.env.teacher_features,
+                c.evaluator.lm.reward_variant,
+                c.evaluator.lm.pretrain_steps,
+                c.evaluator.lm.lm.context,
+                c.evaluator.lm.lm.lexicon_size > 0,
+            )
+            for name, c in students.items()
+        }
+        == {  # the main job's teacher has a lexicon; the others the LSTM context they were measured with
+            "agent": (True, "description-length", 123, "none", True),
+            "agent-lstm": (True, "description-length", 123, "lstm", False),
+            "agent-posterior": (True, "posterior", 123, "lstm", False),
+            "agent-chars": (False, "posterior", 123, "lstm", False),
+            "agent-el": (False, "posterior", 123, "lstm", False),
+        }
+    )
 
 
 def test_a_word_discovery_table_has_word_columns_and_posterior_rows():
@@ -444,5 +454,46 @@ def test_with_hidden_spaces_the_lm_evaluator_never_learns_the_corpus_words():
         validate_config(config)
     config.evaluator.lm.texts = "word-types"
     config.evaluator.lm.lm.lexicon_size = 1000
-    with pytest.raises(ConfigError, match="lexicon_size = 1000 with hidden spaces"):
-        validate_config(config)
+    validate_config(config)  # a lexicon: drawn from a segmented corpus's unspaced utterances
+    from segrl.experiments.agent_train import resolve_train_config
+    from tests.test_resolved_config import replace_start
+
+    with pytest.raises(ConfigError, match="lexicon_size = 1000 with hidden spaces on .* segmented"):
+        resolve_train_config(config, replace_start(spaces_are_gold=False))  # from its words
+    resolved = resolve_train_config(config, replace_start(spaces_are_gold=True))
+    assert resolved.evaluator.lm.lm.lexicon_size == 1000
+
+
+def test_with_hidden_spaces_every_evaluator_learns_the_utterances_without_their_spaces(
+    mlflow_store,
+):
+    """On a segmented corpus the evaluators (the reward's and the Morfessor reference) learn from
+    the utterances without their spaces, never from the gold words: Morfessor's own training
+    compounds are the unspaced utterances, the LM's lexicon their substrings."""
+    from segrl.agents.task import build_task
+    from segrl.data import evaluator_corpus
+    from segrl.experiments.agent_train import resolve_train_config
+    from tests.test_resolved_config import replace_start
+
+    data = bundled_utterances(60)
+    corpus = load_corpus(data)
+    utterances = {u.replace(" ", "") for u in corpus.train}
+    assert set(evaluator_corpus(corpus, True).train) == utterances
+    assert evaluator_corpus(corpus, False) is corpus
+    config = TrainConfig(evaluator=EvaluatorConfig(name="lm"), data=data)
+    config.env.hide_spaces = True
+    config.evaluator.lm.lm.context, config.evaluator.lm.lm.lexicon_size = "none", 300
+    config.evaluator.cache_dir = str(mlflow_store / "cache")
+    start = replace_start(spaces_are_gold=True, corpus_kind="text")
+    task = build_task(resolve_train_config(config, start), corpus)
+    lm = task.evaluator
+    assert set(lm.words) == utterances and not any(" " in w for w in lm.words)
+    entries = lm.lm.lexicon.entries
+    assert len(entries) == 300 and all(any(e in u for u in utterances) for e in entries)
+    # some entries span two gold words: drawn from the utterances, not from the words
+    words = {w for u in corpus.train for w in u.split()}
+    assert any(not any(e in w for w in words) for e in entries)
+    assert "morfessor" not in task.references  # a reference of morphs, not of words
+    config.evaluator = EvaluatorConfig(name="morfessor", cache_dir=str(mlflow_store / "cache"))
+    morfessor = build_task(resolve_train_config(config, start), corpus).evaluator
+    assert set(morfessor.segmenter.model.get_compounds()) == utterances  # Morfessor's own record

@@ -240,20 +240,16 @@ class TrainConfig(RunOptions, CadenceOptions):
         self.check_run_options()
 
     def _check_hidden_spaces_lm(self) -> None:
-        """With hidden spaces the LM evaluator may learn from nothing that carries them: neither
-        the corpus's words (``texts = "corpus-words"``) nor a lexicon of their substrings."""
+        """With hidden spaces the LM evaluator may learn from nothing that carries them: not the
+        corpus's words (``texts = "corpus-words"``); a lexicon is drawn from the unspaced
+        utterances of a segmented corpus and refused elsewhere (``resolve_train_config``, which
+        knows the corpus)."""
         lm = self.evaluator.lm
         if lm.texts == "corpus-words":
             raise ConfigError(
                 "evaluator.lm.texts = 'corpus-words' with hidden spaces would teach the LM the "
                 "corpus's words, whose edges are the word boundaries to discover; use 'word-types' "
                 "or 'sentences' (with hidden spaces both read the sampled sentences whole)"
-            )
-        if lm.lm.lexicon_size:
-            raise ConfigError(
-                f"evaluator.lm.lm.lexicon_size = {lm.lm.lexicon_size} with hidden spaces: the "
-                "lexicon is drawn from the corpus's words, whose edges are the word boundaries to discover; "
-                "leave it out (0)"
             )
 
     def per_action_gradient(self) -> PerActionGradient:

@@ -29,6 +29,7 @@ from segrl.data import (
     Corpus,
     GoldWord,
     check_gold_fits,
+    evaluator_corpus,
     load_corpus,
     load_gold,
     refuse_gold_file,
@@ -44,7 +45,7 @@ from segrl.evaluators import (
 from segrl.evaluators.gold import GoldEvaluator
 from segrl.evaluators.morfessor import MorfessorEvaluator
 from segrl.evaluators.registry import LMEvaluatorConfig
-from segrl.lm.config import LM_DEFAULTS
+from segrl.lm.config import LM_DEFAULTS, WORD_DISCOVERY_EVALUATOR_CONTEXT
 
 
 @dataclass
@@ -76,6 +77,7 @@ def build_task(
     """Load (or take) the corpus and gold set and build the task that ``config``, resolved
     (``segrl.experiments.agent_train.resolve_train_config``), describes."""
     corpus = corpus or load_corpus(config.data)
+    readable = evaluator_corpus(corpus, config.env.hide_spaces)  # what the evaluators learn from
     if config.evaluator.spec.plays_gold_words:
         everything = gold if gold is not None else load_gold(config.gold.path)
         reward_words, heldout_words = split_gold(
@@ -100,15 +102,16 @@ def build_task(
                 gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
             )
             check_gold_fits(final_gold, corpus, config.gold.path)
-        evaluator = build_evaluator(config.evaluator, corpus, final_gold)
+        evaluator = build_evaluator(config.evaluator, readable, final_gold)
         episodes = corpus.train
         references = {}
         periodic_heldout, final_heldout = corpus.valid, corpus.test
     if isinstance(evaluator, MorfessorEvaluator):
         references["morfessor"] = evaluator
-    else:
+    elif not corpus.gold_from_spaces:  # a reference of morphs; not of words, where it would be
+        # trained on the unspaced utterances (on PTB it does not finish a seed in 50 minutes)
         morfessor = replace(config.evaluator, name="morfessor")
-        references["morfessor"] = MorfessorEvaluator.from_config(morfessor, corpus)
+        references["morfessor"] = MorfessorEvaluator.from_config(morfessor, readable)
     setup = EnvSetup.create(
         corpus=corpus,
         texts=episodes,
@@ -150,16 +153,18 @@ def check_word_discovery(config: TrainConfig) -> None:
 
 def hidden_spaces_lm_options(lm: LMEvaluatorConfig) -> LMEvaluatorConfig:
     """The LM evaluator's options with spaces hidden, for a caller that builds an evaluator from
-    Python (``segrl train`` resolves them with the rest, ``resolve_train_config``): the context
-    and maximum segment length of ``LM_DEFAULTS``' row for the evaluator on text without spaces
-    unless given (``WORD_DISCOVERY_EVALUATOR_CONTEXT``: conditioned on the characters before each
-    segment, the lexicon-free LM is the better teacher of words; ``WORD_MAX_SEGMENT_LENGTH``: its
-    dynamic programs would otherwise span whole sentences), the rest left as they are."""
+    Python (``segrl train`` resolves them with the rest, ``resolve_train_config``): the context of
+    the evaluator without a lexicon and the maximum segment length of ``LM_DEFAULTS``' row for the
+    evaluator on text without spaces unless given (``WORD_DISCOVERY_EVALUATOR_CONTEXT``:
+    conditioned on the characters before each segment, the lexicon-free LM is the better teacher
+    of words, and a lexicon must be drawn from unspaced utterances, which ``segrl train`` gives it;
+    ``WORD_MAX_SEGMENT_LENGTH``: its dynamic programs would otherwise span whole sentences), the
+    rest left as they are."""
     row = LM_DEFAULTS["evaluator", "unspaced"]
     options = lm.lm
     options = replace(
         options,
-        context=row.context if options.context is None else options.context,
+        context=WORD_DISCOVERY_EVALUATOR_CONTEXT if options.context is None else options.context,
         max_segment_length=(
             row.max_segment_length
             if options.max_segment_length is None

@@ -3,6 +3,7 @@
 from segrl.data.corpus import (
     Corpus,
     NormalizationSettings,
+    evaluator_corpus,
     load_corpus,
     read_lines,
     without_spaces,
@@ -24,6 +25,7 @@ __all__ = [
     "NormalizationSettings",
     "bundled_gold",
     "check_gold_fits",
+    "evaluator_corpus",
     "load_corpus",
     "load_gold",
     "read_gold",

@@ -155,6 +155,14 @@ def without_spaces(corpus: Corpus) -> Corpus:
     return Corpus(train, valid, test, corpus.vocab, settings)
 
 
+def evaluator_corpus(corpus: Corpus, hide_spaces: bool) -> Corpus:
+    """The corpus a model that rewards a segmenter (an evaluator) learns from: ``corpus``, or where
+    its spaces are the gold and hidden from the segmenter (word discovery: a segmented corpus with
+    ``hide_spaces``), its utterances without them (``without_spaces``), so that no evaluator's
+    words, lexicon or Morfessor model is drawn from the boundaries the segmenter is to find."""
+    return without_spaces(corpus) if hide_spaces and corpus.gold_from_spaces else corpus
+
+
 def gold_utterances(source: str) -> list[str]:
     """The gold utterances a segmented source (``segmented:PATH``) is scored on, as written: its
     test split where it has split files, else every line of its file (``segmented:bundled``: the

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from segrl.config import DataConfig, validate_config
-from segrl.data import Corpus, GoldWord, load_corpus
+from segrl.data import Corpus, GoldWord, evaluator_corpus, load_corpus
 from segrl.errors import ConfigError, DataError
 from segrl.evaluators import (
     RULES,
@@ -150,7 +150,8 @@ class EnvSetup:
                 "texts, or raise max_len"
             )
         if isinstance(evaluator, str):
-            evaluator = build_evaluator(EvaluatorConfig(name=evaluator), resolved, gold)
+            readable = evaluator_corpus(resolved, hide_spaces)  # no gold boundary to learn from
+            evaluator = build_evaluator(EvaluatorConfig(name=evaluator), readable, gold)
         elif not isinstance(evaluator, Evaluator):
             raise ConfigError(
                 f"evaluator must be a name or an Evaluator, got {type(evaluator).__name__}"

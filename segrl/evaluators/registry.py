@@ -144,8 +144,9 @@ class LMEvaluatorConfig:
     """The LM (``segrl.lm.LMConfig``; ``evaluator.lm.lm.hidden_dim`` and so on), named ``lm`` as
     in ``segrl lm train`` and ``segrl lm levels`` (``arch`` in configs saved before). Its defaults
     here (the options left None resolve by ``segrl.lm.config.LM_DEFAULTS``' evaluator rows):
-    ``slm`` without context, 128 wide; with hidden spaces the LSTM context
-    (``WORD_DISCOVERY_EVALUATOR_CONTEXT``; ``segrl lm train``'s there has none and a lexicon). ``lexicon_size`` None: by the corpus: on a word list, for a
+    ``slm`` without context, 128 wide; with hidden spaces and no lexicon the LSTM context
+    (``WORD_DISCOVERY_EVALUATOR_CONTEXT``). ``lexicon_size`` None: by the corpus: on a word list
+    and, with hidden spaces, on a segmented corpus (its unspaced utterances' substrings), for a
     student that reads its teacher, ``SLM_LEXICON_SIZE`` entries whose spelling costs
     ``LEXICON_COST`` (the teacher of ``segrl lm train``), on running text none (there the
     lexicon-free LM's posterior in the sentence is the better teacher;

@@ -53,9 +53,10 @@ from segrl.config import NO_LIMIT, validate_config
 from segrl.data import Corpus, GoldWord, load_corpus
 from segrl.envs.setup import has_decision
 from segrl.envs.vector import VectorSentenceSegmentEnv
+from segrl.errors import ConfigError
 from segrl.evaluators.registry import STUDENT_PER_ACTION_REWARD, evaluator_patience
 from segrl.jobs import RUNS_ROOT, Cadence, Job, JobStart, RunDir, TrainResult, resolve_job_tables
-from segrl.lm.config import resolve_lm_config
+from segrl.lm.config import WORD_DISCOVERY_EVALUATOR_CONTEXT, resolve_lm_config
 from segrl.metrics import (
     BOUNDARY_F1,
     WORD_F1,
@@ -254,7 +255,10 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
 
     - the LM evaluator's model (``evaluator.lm.lm``): its row of ``segrl.lm.config.LM_DEFAULTS``
       for the text it reads (``unspaced`` with hidden spaces, else the corpus's kind), with a
-      lexicon only for a student that reads its teacher (``can_read_teacher``); its reward variant
+      lexicon only for a student that reads its teacher (``can_read_teacher``) and, with hidden
+      spaces, on a segmented corpus (the lexicon is drawn from its unspaced utterances; without
+      one the evaluator with hidden spaces has the LSTM context,
+      ``WORD_DISCOVERY_EVALUATOR_CONTEXT``); its reward variant
       (``reward_variant``): for a policy that reads its teacher, per action,
       ``STUDENT_PER_ACTION_REWARD`` (the description length), else the reward mode's first;
       ``pretrain_steps``: all of ``pretrain_epochs`` over the ``start.texts`` episodes;
@@ -279,11 +283,24 @@ def resolve_train_config(config: TrainConfig, start: JobStart) -> TrainConfig:
     mode = config.env.reward
     lm = config.evaluator.lm
     lm_options = lm.lm
-    if lm_options.lexicon_size is None and not can_read_teacher(config):
-        lm_options = replace(lm_options, lexicon_size=0)  # a lexicon only for a student reading it
+    hidden = config.env.hide_spaces
+    if lm_options.lexicon_size is None and not (
+        can_read_teacher(config) and (start.spaces_are_gold or not hidden)
+    ):  # a lexicon only for a student reading it, with hidden spaces drawn from utterances
+        lm_options = replace(lm_options, lexicon_size=0)
+    if hidden and lm_options.context is None and lm_options.lexicon_size == 0:
+        lm_options = replace(lm_options, context=WORD_DISCOVERY_EVALUATOR_CONTEXT)
     lm_options = resolve_lm_config(
-        lm_options, "unspaced" if config.env.hide_spaces else start.corpus_kind, "evaluator"
+        lm_options, "unspaced" if hidden else start.corpus_kind, "evaluator"
     )
+    if hidden and lm_options.lexicon_size and not start.spaces_are_gold:
+        raise ConfigError(
+            f"evaluator.lm.lm.lexicon_size = {lm_options.lexicon_size} with hidden spaces on "
+            f"{config.data.corpus or 'the bundled corpus'}: the lexicon would be drawn from the "
+            "corpus's words, whose edges are the word boundaries to discover; give a segmented "
+            "corpus (segmented:PATH: the lexicon is drawn from its utterances without their "
+            "spaces) or leave it out (0)"
+        )
     pretrain_steps = lm.pretrain_steps
     if pretrain_steps is None:
         pretrain_steps = lm.pretrain_epochs * math.ceil(start.texts / lm.batch_size)

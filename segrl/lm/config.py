@@ -78,11 +78,12 @@ model of the recurrent segmental LMs of Kawakami et al. (2019) and Downey et al.
 0.454 ± 0.030, 0.610 ± 0.026 and 0.802 ± 0.012: it keeps the child-directed utterances' frequent
 phrases whole and wins PTB alone (docs/studies/2026-12-06-words-lexicon.md)."""
 WORD_DISCOVERY_EVALUATOR_CONTEXT: LMContext = "lstm"
-"""The LM evaluator's context with hidden spaces (``segrl train --hide-spaces``) unless one is
-given: an LSTM over the characters before each segment. Its lexicon would be drawn from the
-corpus's words (whose edges are the boundaries to discover), and without one the evaluator with
-no context is the weaker teacher (the agent's word F1 on br-text 0.382 against 0.496;
-docs/studies/2026-11-26-word-discovery.md)."""
+"""The LM evaluator's context with hidden spaces (``segrl train --hide-spaces``) where it has no
+lexicon (a policy that cannot read its teacher, a corpus whose spaces are not its gold, or
+``lexicon_size`` 0): an LSTM over the characters before each segment; without a lexicon the
+evaluator with no context is the weaker teacher (the agent's word F1 on br-text 0.382 against
+0.496; docs/studies/2026-11-26-word-discovery.md). With a lexicon its context is none, as
+``segrl lm train``'s (``LM_DEFAULTS``)."""
 WORD_DISCOVERY_LENGTH_PENALTY = 0.15
 """``segrl lm train``'s length penalty on text without spaces (word discovery) for an ``slm`` without
 context (the default there, ``WORD_DISCOVERY_CONTEXT``) unless one is given; with context the
@@ -306,7 +307,7 @@ class LMDefaults:
     """``NO_LIMIT``: unbounded."""
     lexicon_size: int
     """Of an ``slm`` without context, the one model that mixes a lexicon (any other: 0); on running
-    text and text without spaces, only while its entries are priced (``lexicon_cost`` above 0)."""
+    text only while its entries are priced (``lexicon_cost`` above 0)."""
     lexicon_cost: float
     """Where a lexicon is asked for (``lexicon_size`` above 0, given or by this row); else 0."""
     lexicon_logits: LMLexiconLogits
@@ -353,8 +354,9 @@ LM_DEFAULTS: dict[tuple[LMUser, LMText], LMDefaults] = {
         "uniform",
     ),
     ("evaluator", "unspaced"): LMDefaults(
-        WORD_DISCOVERY_EVALUATOR_CONTEXT, WORD_MAX_SEGMENT_LENGTH, 0, LEXICON_COST, "direct",
-        0.0, 0.0, 0.0, "lstm", False, 0.0, "uniform",
+        WORD_DISCOVERY_CONTEXT, WORD_MAX_SEGMENT_LENGTH, SLM_LEXICON_SIZE, LEXICON_COST, "direct",
+        WORD_DISCOVERY_LENGTH_PENALTY, 0.0, WORD_DISCOVERY_LENGTH_PENALTY,
+        WORD_LIST_SPELLER, True, SPELLER_ENTRIES, LEXICON_INIT,
     ),
 }  # fmt: skip
 """The LM's defaults, in one place: by who uses it (``segrl lm train``'s model, the agent's LM
@@ -401,7 +403,7 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
     priced = (config.lexicon_cost or 0.0) > 0  # a cost left unset prices nothing yet
     asked = config.lexicon_size
     if asked is None:  # on running text a lexicon only while its entries pay for their spelling
-        asked = row.lexicon_size if text == "words" or priced else 0
+        asked = row.lexicon_size if text in ("words", "unspaced") or priced else 0
     lexicon_cost = config.lexicon_cost
     if lexicon_cost is None:
         lexicon_cost = row.lexicon_cost if asked else 0.0
