@@ -77,7 +77,6 @@ def build_task(
     """Load (or take) the corpus and gold set and build the task that ``config``, resolved
     (``segrl.experiments.agent_train.resolve_train_config``), describes."""
     corpus = corpus or load_corpus(config.data)
-    readable = evaluator_corpus(corpus, config.env.hide_spaces)  # what the evaluators learn from
     if config.evaluator.spec.plays_gold_words:
         everything = gold if gold is not None else load_gold(config.gold.path)
         reward_words, heldout_words = split_gold(
@@ -102,6 +101,7 @@ def build_task(
                 gold if gold is not None else load_gold(config.gold.path, config.gold.max_words)
             )
             check_gold_fits(final_gold, corpus, config.gold.path)
+        readable = evaluator_corpus(corpus, config.env.hide_spaces)  # no gold boundary in it
         evaluator = build_evaluator(config.evaluator, readable, final_gold)
         episodes = corpus.train
         references = {}
@@ -111,7 +111,7 @@ def build_task(
     elif not corpus.gold_from_spaces:  # a reference of morphs; not of words, where it would be
         # trained on the unspaced utterances (on PTB it does not finish a seed in 50 minutes)
         morfessor = replace(config.evaluator, name="morfessor")
-        references["morfessor"] = MorfessorEvaluator.from_config(morfessor, readable)
+        references["morfessor"] = MorfessorEvaluator.from_config(morfessor, corpus)
     setup = EnvSetup.create(
         corpus=corpus,
         texts=episodes,
