@@ -359,9 +359,9 @@ def _segmented_utterances(
     files = split_files(location)
     sources = list(files.values()) if files is not None else [Path(location)]
     parts: list[list[str]] = []
-    too_long = 0
+    too_long_per_part: list[int] = []
     for source in sources:
-        part = []
+        part, too_long = [], 0
         for _file, _number, line in read_lines(source):
             utterance = " ".join(line.split())
             if len(utterance) > settings.max_len:
@@ -371,12 +371,20 @@ def _segmented_utterances(
         if config.max_sentences is not None:
             part = part[: config.max_sentences]
         parts.append(part)
+        too_long_per_part.append(too_long)
+    too_long = sum(too_long_per_part)
     parts, rare = _rare_to_placeholder(parts, settings)
     sentences = [u for part in parts for u in part]
     stats = {"sentences": len(sentences), "too_long": too_long, "rare_characters": len(rare)}
     if files is None:
         return sentences, None, stats
-    for split, part in zip(files, parts, strict=True):
+    for split, part, dropped in zip(files, parts, too_long_per_part, strict=True):
+        if not part and not dropped:
+            raise DataError(
+                f"{files[split]}: the {split} split has no utterances (the file is empty or "
+                "holds only blank lines); give one utterance per line, its words separated by "
+                "spaces"
+            )
         if not part:
             raise DataError(
                 f"{files[split]}: the {split} split has no utterances of at most "
