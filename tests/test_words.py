@@ -131,7 +131,9 @@ def test_missing_splits_and_empty_paths_are_clear_errors(tmp_path):
     # a split file that is empty is named as empty, one whose lines are all too long as too long
     write_splits(tmp_path / "splits")
     (tmp_path / "splits" / "va.txt").write_text("\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"va\.txt: the valid split has no utterances \(the file is"):
+    with pytest.raises(
+        DataError, match=r"va\.txt: the valid split has no utterances \(the file is"
+    ):
         load_corpus(DataConfig(corpus=f"segmented:{tmp_path}/splits", min_char_count=1))
     (tmp_path / "splits" / "va.txt").write_text("a " * 80 + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"no utterances of at most max_len=128 characters"):
