@@ -200,6 +200,42 @@ def test_lm_train_logs_viterbi_and_posterior_word_discovery(mlflow_store, one_th
 
 
 @pytest.mark.slow
+def test_word_discovery_stopped_after_a_pruning_resumes_exactly(mlflow_store, one_thread):
+    """``lm train``'s word-discovery default (a lexicon pruned after every epoch) stopped in its
+    second epoch, after the first pruning, and run again ends as a run never stopped: the same
+    metrics, the same kept entries and the same best weights."""
+    import torch
+
+    from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
+    from segrl.jobs import TrainingInterrupted
+    from segrl.lm.lexicon import LexiconUsage
+
+    data = bundled_utterances(120)
+    per_epoch = math.ceil(len(load_corpus(data).train) / 32)
+    budget, stop = 2 * per_epoch + 1, per_epoch + 1
+
+    def config(out: str) -> LMTrainConfig:
+        made = LMTrainConfig(data=data, steps=budget, batch_size=32, out=str(mlflow_store / out))
+        made.lm.hidden_dim = made.lm.speller_dim = 16
+        return made
+
+    straight = train_lm_segmenter(config("a"))
+    with pytest.raises(TrainingInterrupted, match=f"stopped at step {stop}"):
+        train_lm_segmenter(config("b"), on_step=lambda step, stats: step == stop)
+    resumed = train_lm_segmenter(config("b"))
+    assert resumed.resumed_from == stop
+    without_time = lambda m: {k: v for k, v in m.items() if k != "train_seconds"}  # noqa: E731
+    assert without_time(resumed.metrics) == without_time(straight.metrics)
+    a, b = load_lm(mlflow_store / "a" / "best"), load_lm(mlflow_store / "b" / "best")
+    assert a.lexicon is not None and a.lexicon.entries == b.lexicon.entries
+    kept = LexiconUsage(a.lexicon).kept()
+    assert 0 < int(kept.sum()) < len(a.lexicon)  # pruned before the stop
+    assert torch.equal(kept, LexiconUsage(b.lexicon).kept())
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+
+
+@pytest.mark.slow
 def test_a_length_penalty_given_for_word_discovery_is_kept(mlflow_store, one_thread):
     from segrl.experiments.lm_train import LMTrainConfig, train_lm_segmenter
 
