@@ -632,7 +632,13 @@ def test_the_lexicon_cost_is_added_to_the_marginal_update_and_shrinks_rare_entri
         validate_config(LMConfig(lexicon_cost=-1.0))
 
 
-def _categorised_lm(max_segment_length=None, seed=0, lexicon_logits="projected"):
+def _categorised_lm(
+    max_segment_length=None,
+    seed=0,
+    lexicon_logits="projected",
+    categories="prefix-stem-suffix",
+    lexicon_init="uniform",
+):
     torch.manual_seed(seed)
     config = LMConfig(
         lexicon_logits=lexicon_logits,
@@ -643,7 +649,9 @@ def _categorised_lm(max_segment_length=None, seed=0, lexicon_logits="projected")
         speller_dim=6,
         max_segment_length=NO_LIMIT if max_segment_length is None else max_segment_length,
         dropout=0.0,
-        categories="prefix-stem-suffix",
+        categories="free" if categories.startswith("free") else categories,
+        free_categories=int(categories[4:] or 4) if categories.startswith("free") else 4,
+        lexicon_init=lexicon_init,
     )
     lm = build_lm(config, VOCAB, LEXICON).eval()
     with torch.no_grad():
@@ -670,32 +678,45 @@ def _segments(text: str, decisions: list[int]) -> list[list[tuple[int, int]]]:
 
 
 @pytest.mark.parametrize(
-    ("max_segment_length", "lexicon_logits"),
-    [(None, "projected"), (2, "projected"), (None, "direct"), (2, "direct")],
+    ("max_segment_length", "lexicon_logits", "categories"),
+    [
+        (None, "projected", "prefix-stem-suffix"),
+        (2, "projected", "prefix-stem-suffix"),
+        (None, "direct", "prefix-stem-suffix"),
+        (2, "direct", "prefix-stem-suffix"),
+        (None, "direct", "free5"),
+        (2, "projected", "free2"),
+    ],
 )
 def test_categories_marginal_posteriors_and_viterbi_match_enumeration(
-    max_segment_length, lexicon_logits
+    max_segment_length, lexicon_logits, categories
 ):
     """With prefix/stem/suffix categories, the forward algorithm sums over every segmentation and
     every category sequence the morphotactics allow, each word a chain from start to end: checked
     against brute-force enumeration of both, with the posteriors and the Viterbi segmentation (the
-    lexicon's logits learnt through a context per category, or directly per category)."""
+    lexicon's logits learnt through a context per category, or directly per category). With
+    ``free`` classes (5 and 2 here) every class may follow every other, start and end a word."""
     from segrl.lm.morphotactics import CATEGORIES, allowed_transitions
 
-    lm = _categorised_lm(max_segment_length, lexicon_logits=lexicon_logits)
+    lm = _categorised_lm(max_segment_length, lexicon_logits=lexicon_logits, categories=categories)
     chars = lm.encode(TEXTS)
     marginal = lm.log_marginal(chars)
     posteriors = lm.boundary_posteriors(chars)
     best, best_score = lm.viterbi(chars)
     start, between, end = (t.detach() for t in lm.transitions())
     table = lm.span_table(chars).detach()  # [B, L, R + 1, K]
-    k = len(CATEGORIES)
+    k = int(categories[4:]) if categories.startswith("free") else len(CATEGORIES)
     assert table.shape[-1] == k
-    allowed = allowed_transitions()
-    assert (
-        not allowed[3, 2] and not allowed[0, 3]
-    )  # no word starts with a suffix or ends on a prefix
-    assert start[2].item() == float("-inf") and end[0].item() == float("-inf")
+    if categories == "prefix-stem-suffix":
+        allowed = allowed_transitions()
+        assert (
+            not allowed[3, 2] and not allowed[0, 3]
+        )  # no word starts with a suffix or ends on a prefix
+        assert start[2].item() == float("-inf") and end[0].item() == float("-inf")
+    else:  # every transition learnt, each a probability
+        assert torch.isfinite(start).all() and torch.isfinite(between).all()
+        assert torch.isfinite(end).all()
+        assert allowed_transitions("free", k).sum().item() == (k + 1) ** 2 - 1
     for row, text in enumerate(TEXTS):
         scores, ends = [], []
         for decisions in segmentations(text):
@@ -748,6 +769,26 @@ def test_categories_marginal_posteriors_and_viterbi_match_enumeration(
         assert best_score[row].item() == pytest.approx(maxima[winner], abs=1e-4)
 
 
+def test_free_classes_seeded_from_counts_start_apart_and_categories_alike():
+    """Seeded from its entries' counts, each free class keeps its own random draw on top of them
+    (classes that start alike would stay alike); prefix, stem and suffix, told apart by their
+    morphotactics, all start at the counts."""
+    from segrl.lm.lexicon import FREE_CLASS_INIT_SCALE, seed_lexicon
+
+    held = {"a": 9, "ab": 4, "ba": 1, "bab": 1}
+    counts = torch.tensor([math.log(held[e]) for e in LEXICON])
+    for categories in ("free3", "prefix-stem-suffix"):
+        lm = _categorised_lm(lexicon_logits="direct", categories=categories, lexicon_init="counts")
+        seed_lexicon(lm, held)
+        order = [lm.lexicon.entries.index(e) for e in LEXICON]
+        drawn = lm.lexicon.logits.detach()[:, order] - counts  # [K, M]
+        if categories == "free3":
+            assert drawn.shape[0] == 3 and not torch.allclose(drawn[0], drawn[1])
+            assert 0.2 * FREE_CLASS_INIT_SCALE < float(drawn.std()) < 5 * FREE_CLASS_INIT_SCALE
+        else:
+            assert torch.allclose(drawn, torch.zeros_like(drawn))
+
+
 def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
     from segrl.errors import ConfigError
 
@@ -760,6 +801,8 @@ def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
         lm.score(batch)
     with pytest.raises(ConfigError, match="prefix-stem-suffix"):
         validate_config(LMConfig(categories="prefix-suffix"))
+    with pytest.raises(ConfigError, match="free_categories must be at least 2"):
+        validate_config(LMConfig(categories="free", free_categories=1))
 
 
 def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own_rate():

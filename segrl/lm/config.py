@@ -13,7 +13,7 @@ from segrl.errors import ConfigError
 
 LMModel = Literal["slm", "segment-lstm"]
 LMContext = Literal["lstm", "words", "segment", "none"]
-LMCategories = Literal["none", "prefix-stem-suffix"]
+LMCategories = Literal["none", "prefix-stem-suffix", "free"]
 LMSpeller = Literal["lstm", "unigram", "bigram", "trigram"]
 MARKOV_ORDERS = {"unigram": 0, "bigram": 1, "trigram": 2}
 """The spellers without an LSTM, by the characters each symbol is drawn given."""
@@ -151,7 +151,11 @@ class LMConfig:
     categories: LMCategories = "none"
     """``slm`` with a lexicon: ``prefix-stem-suffix`` gives every segment a hidden category with
     learnt transitions under Morfessor Categories' morphotactics (``segrl.lm.morphotactics``), each
-    category with its own lexicon softmax; ``none``: one distribution for every segment."""
+    category with its own lexicon softmax; ``free``, ``free_categories`` hidden classes with every
+    transition learnt and none forbidden (a class bigram over segments, as a class-based HMM over
+    morphs); ``none``: one distribution for every segment."""
+    free_categories: int = 4
+    """How many hidden classes ``categories = "free"`` has (at least 2)."""
     lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
     one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
@@ -285,6 +289,10 @@ class LMConfig:
                 f"{prefix}expected_length_weight cannot go with {prefix}lexicon_prune: the pruning "
                 "counts an entry's uses from the loss's gradient, which the regulariser would add "
                 f"to; give {prefix}lexicon_prune = false or {prefix}expected_length_weight = 0"
+            )
+        if self.free_categories < 2:
+            raise ConfigError(
+                f"{prefix}free_categories must be at least 2, got {self.free_categories}"
             )
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")

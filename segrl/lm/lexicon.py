@@ -48,6 +48,10 @@ from torch import nn
 from segrl.config import limit
 from segrl.lm.config import LMConfig
 
+FREE_CLASS_INIT_SCALE = 1.0
+"""The spread (nats) of the random logits that free classes (``LMConfig.categories = "free"``)
+start from, one draw per class and entry: the only thing that tells classes apart at the start."""
+
 
 def build_lexicon(
     segmentations: Iterable[Sequence[str]], size: int, min_count: int = 2
@@ -113,8 +117,12 @@ def seed_lexicon(model: nn.Module, held: Mapping[str, int]) -> None:
     if model.config.lexicon_init != "counts" or not isinstance(lexicon, DirectLexicon):
         return
     counts = torch.tensor([held.get(e, 0) for e in lexicon.entries], dtype=torch.float)
+    seeded = counts.clamp(min=1).log().to(lexicon.logits.device)
     with torch.no_grad():
-        lexicon.logits[...] = counts.clamp(min=1).log().to(lexicon.logits.device)
+        if model.config.categories == "free":  # the classes' random start tells them apart
+            lexicon.logits.add_(seeded)
+        else:
+            lexicon.logits[...] = seeded
 
 
 class Lexicon(nn.Module):
@@ -259,7 +267,10 @@ class CategoryDirectLexicon(DirectLexicon):
     the ``k``-th row of the identity (``conditions``), so that every ``Lexicon`` method reads it as
     a context vector: ``cond @ logits`` is that category's row. Its entries' logits start from
     small random values (``init_scale``): the categories are told apart by the morphotactics and by
-    what the texts' posteriors give each of them from there."""
+    what the texts' posteriors give each of them from there. Free classes (``categories =
+    "free"``), which no morphotactics tell apart, start from ``FREE_CLASS_INIT_SCALE``, added to
+    their counts where the lexicon starts from them (``seed_lexicon``): classes that start alike
+    stay alike."""
 
     def __init__(self, entries: Sequence[str], categories: int, init_scale: float = 0.1):
         nn.Module.__init__(self)

@@ -38,10 +38,21 @@ _ALLOWED = {
 }
 
 
-def allowed_transitions() -> torch.Tensor:
+def category_count(kind: str, free: int) -> int:
+    """How many categories a model of ``LMConfig.categories`` ``kind`` has (``free``: its
+    ``free_categories``)."""
+    return free if kind == "free" else len(CATEGORIES)
+
+
+def allowed_transitions(kind: str = "prefix-stem-suffix", free: int = 0) -> torch.Tensor:
     """``[K + 1, K + 1]`` bool: rows the previous category (last row: the start of a word), columns
-    the next (last column: the end of the word)."""
-    k = len(CATEGORIES)
+    the next (last column: the end of the word). ``prefix-stem-suffix``: the morphotactics above;
+    ``free``: ``free`` classes, any after any, a word of at least one segment."""
+    k = category_count(kind, free)
+    if kind == "free":
+        allowed = torch.ones(k + 1, k + 1, dtype=torch.bool)
+        allowed[k, k] = False  # the start of a word is not its end
+        return allowed
     allowed = torch.zeros(k + 1, k + 1, dtype=torch.bool)
     for row, columns in _ALLOWED.items():
         allowed[row, list(columns)] = True
@@ -51,9 +62,9 @@ def allowed_transitions() -> torch.Tensor:
 class Transitions(nn.Module):
     """Learnt transition log-probabilities between categories, zero where the morphotactics forbid."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "prefix-stem-suffix", free: int = 0) -> None:
         super().__init__()
-        self.register_buffer("allowed", allowed_transitions(), persistent=False)
+        self.register_buffer("allowed", allowed_transitions(kind, free), persistent=False)
         self.logits = nn.Parameter(torch.zeros(self.allowed.shape))
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -61,8 +72,8 @@ class Transitions(nn.Module):
         the full table (``start`` with nothing to end, every category with ``end``) sums to one."""
         masked = torch.where(self.allowed, self.logits, NEG_INF)
         table = torch.log_softmax(masked, dim=1)  # [K + 1, K + 1]; -inf where forbidden
-        k = len(CATEGORIES)
-        return table[START, :k], table[:k, :k], table[:k, END]
+        k = self.allowed.shape[0] - 1
+        return table[k, :k], table[:k, :k], table[:k, k]
 
 
 def forward(

@@ -37,7 +37,7 @@ from segrl.lm import lattice, morphotactics
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lattice import NEG_INF
-from segrl.lm.lexicon import CategoryDirectLexicon, DirectLexicon, Lexicon
+from segrl.lm.lexicon import FREE_CLASS_INIT_SCALE, CategoryDirectLexicon, DirectLexicon, Lexicon
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_at, space_mask
 
 DECODING_MAX_SEGMENT_LENGTH = 64
@@ -76,8 +76,10 @@ class SLM(SegmentLM):
         direct = config.lexicon_logits == "direct"
         categorised = config.categories != "none"
         self.lexicon: Lexicon | None = None
+        categories = morphotactics.category_count(config.categories, config.free_categories)
         if lexicon and direct and categorised:  # one distribution per category
-            self.lexicon = CategoryDirectLexicon(lexicon, len(morphotactics.CATEGORIES))
+            scale = FREE_CLASS_INIT_SCALE if config.categories == "free" else 0.1
+            self.lexicon = CategoryDirectLexicon(lexicon, categories, init_scale=scale)
         elif lexicon:
             self.lexicon = DirectLexicon(lexicon) if direct else Lexicon(lexicon, config.hidden_dim)
         self.transitions: morphotactics.Transitions | None = None
@@ -88,12 +90,11 @@ class SLM(SegmentLM):
                     "each category is its own distribution over the lexicon's entries"
                 )
             if not direct:
-                categories = len(morphotactics.CATEGORIES)
                 # the lexicon's context per category, [K, H] (each its own softmax over the entries)
                 self.category_contexts = nn.Parameter(
                     0.1 * torch.randn(categories, config.hidden_dim)
                 )
-            self.transitions = morphotactics.Transitions()
+            self.transitions = morphotactics.Transitions(config.categories, config.free_categories)
 
     def parameter_groups(self, lr: float) -> list[dict]:
         """The optimiser's groups: a ``direct`` lexicon's logits at ``config.lexicon_lr``, the rest
@@ -403,7 +404,7 @@ class SLM(SegmentLM):
         finally:
             self.train(was_training)
         if not gains:
-            shape = (0,) if self.transitions is None else (len(morphotactics.CATEGORIES), 0)
+            shape = (0,) if self.transitions is None else (self.transitions.allowed.shape[0] - 1, 0)
             return torch.zeros(shape)
         return torch.cat(gains, dim=-1)
 
