@@ -131,7 +131,9 @@ def test_reconstruction_learns_on_a_tiny_corpus(vocab):
     assert model.reduce.scale.grad is not None and model.expand.scale.grad.abs().sum() > 0
     after, diagnostics = reconstruction_metrics(model, vocab, texts)
     assert after[RECONSTRUCTION] < 0.5 * before[RECONSTRUCTION]
-    assert after[ACCURACY] > 0.9
+    # from about 0.02 untrained; 0.885-1.0 after 300 steps over seeds 0-2 on this project's CPU
+    # machine (0.885 for seed 0: the old bound of 0.9 held on one machine's rounding, not another's)
+    assert before[ACCURACY] < 0.2 and after[ACCURACY] > 0.8
     lengths = [len(t) for t in texts]
     expected = sum((n + 1) // 2 for n in lengths) / sum(lengths)
     assert diagnostics[KEPT_PER_CHAR] == pytest.approx(expected)
