@@ -789,6 +789,42 @@ def test_free_classes_seeded_from_counts_start_apart_and_categories_alike():
             assert torch.allclose(drawn, torch.zeros_like(drawn))
 
 
+@pytest.mark.parametrize("spaced", [False, True])
+def test_classes_alike_divide_the_marginal_by_the_segments_share_alone(spaced):
+    """A model with free classes is proper: each row of its transitions is a distribution over the
+    next class, a word's end is its segments' own (not the chain's too), and the text's end is
+    decided after its last segment, that segment taken given that it is not the end. So classes
+    whose lexicons are alike give every text the marginal of the same model without classes,
+    whatever the transitions, divided by ``1 - E`` (``E`` the end of a text after a segment;
+    without classes the end is a slot of its own, as the empty text's is): the same constant for
+    texts of one and of many segments. A chain that also learnt an end would charge every extra
+    segment and every word's end, and the difference would vary with the text."""
+    from dataclasses import replace
+
+    vocab, texts = (VOCAB, TEXTS) if spaced else (UNSPACED, UNSPACED_TEXTS)
+    base = tiny("slm", lexicon=LEXICON, context="none", lexicon_logits="direct", vocab=vocab)
+    config = replace(base.config, categories="free", free_categories=3)
+    classes = build_lm(config, vocab, LEXICON).eval()
+    state = classes.state_dict()
+    for name, value in base.state_dict().items():
+        state[name] = value.expand_as(state[name]).clone()
+    classes.load_state_dict(state)
+    start, between, end = classes.transitions()
+    assert torch.allclose(start.exp().sum(), torch.tensor(1.0))
+    assert torch.allclose(between.exp().sum(1), torch.ones(3))
+    assert end.tolist() == [0.0, 0.0, 0.0]
+    with torch.no_grad():
+        classes.transitions.logits.normal_()
+        chars = base.encode(texts)
+        difference = classes.log_marginal(chars) - base.log_marginal(chars)
+        states = base.context_states(chars)
+        spelled = base.speller.end_scores(states[torch.arange(len(texts)), chars.lengths])
+        ends = base.lexicon.end(base.no_context, spelled).exp()
+    assert len(set(map(len, texts))) > 2
+    assert torch.allclose(difference, -torch.log1p(-ends), atol=1e-5)
+    assert float(ends.min()) > 0.01  # the end is not negligible: the check has a constant to find
+
+
 def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
     from segrl.errors import ConfigError
 

@@ -2,19 +2,25 @@
 Categories-ML and FlatCat (Creutz and Lagus 2005; Gronroos et al. 2014).
 
 Each segment of a word has one of ``CATEGORIES`` and the categories of a word follow a first-order
-Markov chain that starts before the word and ends after it, restricted to the morphotactics of
-those models: a word starts with a prefix or a stem, a prefix is followed by a prefix or a stem, a
-word ends after a stem or a suffix, and a suffix follows a stem or a suffix (a suffix may be
-followed by a stem, for compounds)::
+Markov chain that starts before the word, restricted to the morphotactics of those models: a word
+starts with a prefix or a stem, a prefix is followed by a prefix or a stem, a word ends after a stem
+or a suffix, and a suffix follows a stem or a suffix (a suffix may be followed by a stem, for
+compounds)::
 
-    log p(word, S, C) = sum_k [ log p(c_k | c_(k-1)) + log p(m_k | c_k) ] + log p(end | c_K)
+    log p(word, S, C) = sum_k [ log p(c_k | c_(k-1)) + log p(m_k | c_k) ]    (c_K may end a word)
 
 The segment's probability given its category, ``p(m | c)``, is the span table of one category
-(``[W, L, R + 1, K]``: each category mixes the speller with its own lexicon softmax). Summing over
-both segmentations and category sequences is a semi-Markov forward algorithm with the category as
-its state, so ``log p(X)``, the posterior probability of a boundary at every position and the
-Viterbi segmentation stay exact; a text's words are independent given their characters (a space is
-always a boundary), so these run word by word (``lattice.words``).
+(``[W, L, R + 1, K]``: each category mixes the speller with its own lexicon softmax). The word's end
+is the segments' own, as without categories: the last segment's terminator (a space follows), or
+the end of the text, which the category of the text's last segment decides after it (that
+segment's probability taken given that it is not the end: ``SLM``'s span table). The chain has no
+end of its own, which would count a word's end twice and leak probability mass: each row of the
+transitions is a distribution over the next category, and a word may end after the categories
+that the morphotactics let end one (the only mass lost: a word its segments end after a prefix).
+Summing over both segmentations and category sequences is a semi-Markov forward algorithm with the
+category as its state, so ``log p(X)``, the posterior probability of a boundary at every position
+and the Viterbi segmentation stay exact; a text's words are independent given their characters (a
+space is always a boundary), so these run word by word (``lattice.words``).
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ def allowed_transitions(kind: str = "prefix-stem-suffix", free: int = 0) -> torc
 
 
 class Transitions(nn.Module):
-    """Learnt transition log-probabilities between categories, zero where the morphotactics forbid."""
+    """Learnt transition probabilities between categories, zero where the morphotactics forbid;
+    ``logits``' last column (the end of a word) is not read: the segments end a word."""
 
     def __init__(self, kind: str = "prefix-stem-suffix", free: int = 0) -> None:
         super().__init__()
@@ -68,12 +75,16 @@ class Transitions(nn.Module):
         self.logits = nn.Parameter(torch.zeros(self.allowed.shape))
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``start`` [K], ``between`` [K, K] (from, to) and ``end`` [K] log-probabilities; each row of
-        the full table (``start`` with nothing to end, every category with ``end``) sums to one."""
-        masked = torch.where(self.allowed, self.logits, NEG_INF)
-        table = torch.log_softmax(masked, dim=1)  # [K + 1, K + 1]; -inf where forbidden
+        """``start`` [K] and ``between`` [K, K] (from, to) log-probabilities, each row a
+        distribution over the next category (``start``'s over the first), and ``end`` [K]: 0 where
+        a word may end after the category, -inf where the morphotactics forbid it. The word's end
+        itself is its last segment's (``p(m | c)``), not the chain's."""
         k = self.allowed.shape[0] - 1
-        return table[k, :k], table[:k, :k], table[:k, k]
+        allowed = self.allowed[:, :k]
+        masked = torch.where(allowed, self.logits[:, :k], NEG_INF)
+        table = torch.log_softmax(masked, dim=1)  # [K + 1, K]; -inf where forbidden
+        end = torch.where(self.allowed[:k, k], 0.0, NEG_INF).to(table)
+        return table[k], table[:k], end
 
 
 def forward(

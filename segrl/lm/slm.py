@@ -234,11 +234,10 @@ class SLM(SegmentLM):
                 for context in contexts
             ]
             ends = [self.lexicon.end(context, at_end) for context in contexts]
-            spans, at_end = (
-                (torch.stack(mixed, -1), torch.stack(ends, -1))
-                if self.transitions is not None
-                else (mixed[0], ends[0])
-            )
+            if self.transitions is None:
+                spans, at_end = mixed[0], ends[0]
+            else:
+                spans, at_end = torch.stack(mixed, -1), _end_given_a_segment(torch.stack(ends, -1))
         reaches_end = (starts.unsqueeze(1) + torch.arange(longest + 1, device=spans.device)) == (
             chars.lengths[rows].unsqueeze(1)
         )
@@ -673,6 +672,15 @@ def _scores_from_table(
     values = _lookup(table, first, positions - first + 1)
     per_position = torch.where(batch.ends, values, torch.zeros_like(values))
     return SegmentScores(per_position, per_position.sum(1), batch.chars.lengths + 1)
+
+
+def _end_given_a_segment(end: torch.Tensor) -> torch.Tensor:
+    """With categories, ``log(E / (1 - E))`` of each category's end of the text ``E`` (``end``,
+    ``log E``, [B, K]): the end of a text is decided by the category of its last segment, after
+    it, and each segment's probability is taken given that it is not the end (``p(m | c) / (1 -
+    E_c)``), so that every category's segments and end sum to one (``segrl.lm.morphotactics``).
+    Without categories the end is a segment slot of its own, as the empty text's is."""
+    return end - torch.log(-torch.expm1(end.clamp(max=-1e-6)))
 
 
 def _priced(spans: torch.Tensor, speller_price: float) -> torch.Tensor:
