@@ -686,6 +686,7 @@ def _segments(text: str, decisions: list[int]) -> list[list[tuple[int, int]]]:
         (2, "direct", "prefix-stem-suffix"),
         (None, "direct", "free5"),
         (2, "projected", "free2"),
+        (None, "direct", "free1"),
     ],
 )
 def test_categories_marginal_posteriors_and_viterbi_match_enumeration(
@@ -695,7 +696,7 @@ def test_categories_marginal_posteriors_and_viterbi_match_enumeration(
     every category sequence the morphotactics allow, each word a chain from start to end: checked
     against brute-force enumeration of both, with the posteriors and the Viterbi segmentation (the
     lexicon's logits learnt through a context per category, or directly per category). With
-    ``free`` classes (5 and 2 here) every class may follow every other, start and end a word."""
+    ``free`` classes (5, 2 and 1 here) every class may follow every other, start and end a word."""
     from segrl.lm.morphotactics import CATEGORIES, allowed_transitions
 
     lm = _categorised_lm(max_segment_length, lexicon_logits=lexicon_logits, categories=categories)
@@ -789,8 +790,8 @@ def test_free_classes_seeded_from_counts_start_apart_and_categories_alike():
             assert torch.allclose(drawn, torch.zeros_like(drawn))
 
 
-@pytest.mark.parametrize("spaced", [False, True])
-def test_classes_alike_divide_the_marginal_by_the_segments_share_alone(spaced):
+@pytest.mark.parametrize(("spaced", "count"), [(False, 3), (True, 3), (False, 1)])
+def test_classes_alike_divide_the_marginal_by_the_segments_share_alone(spaced, count):
     """A model with free classes is proper: each row of its transitions is a distribution over the
     next class, a word's end is its segments' own (not the chain's too), and the text's end is
     decided after its last segment, that segment taken given that it is not the end. So classes
@@ -798,12 +799,13 @@ def test_classes_alike_divide_the_marginal_by_the_segments_share_alone(spaced):
     whatever the transitions, divided by ``1 - E`` (``E`` the end of a text after a segment;
     without classes the end is a slot of its own, as the empty text's is): the same constant for
     texts of one and of many segments. A chain that also learnt an end would charge every extra
-    segment and every word's end, and the difference would vary with the text."""
+    segment and every word's end, and the difference would vary with the text. One class is
+    that model taken given that the text is not empty."""
     from dataclasses import replace
 
     vocab, texts = (VOCAB, TEXTS) if spaced else (UNSPACED, UNSPACED_TEXTS)
     base = tiny("slm", lexicon=LEXICON, context="none", lexicon_logits="direct", vocab=vocab)
-    config = replace(base.config, categories="free", free_categories=3)
+    config = replace(base.config, categories="free", free_categories=count)
     classes = build_lm(config, vocab, LEXICON).eval()
     state = classes.state_dict()
     for name, value in base.state_dict().items():
@@ -811,8 +813,8 @@ def test_classes_alike_divide_the_marginal_by_the_segments_share_alone(spaced):
     classes.load_state_dict(state)
     start, between, end = classes.transitions()
     assert torch.allclose(start.exp().sum(), torch.tensor(1.0))
-    assert torch.allclose(between.exp().sum(1), torch.ones(3))
-    assert end.tolist() == [0.0, 0.0, 0.0]
+    assert torch.allclose(between.exp().sum(1), torch.ones(count))
+    assert end.tolist() == [0.0] * count
     with torch.no_grad():
         classes.transitions.logits.normal_()
         chars = base.encode(texts)
@@ -837,8 +839,8 @@ def test_categories_need_a_lexicon_and_have_no_given_segmentation_scores():
         lm.score(batch)
     with pytest.raises(ConfigError, match="prefix-stem-suffix"):
         validate_config(LMConfig(categories="prefix-suffix"))
-    with pytest.raises(ConfigError, match="free_categories must be at least 2"):
-        validate_config(LMConfig(categories="free", free_categories=1))
+    with pytest.raises(ConfigError, match="free_categories must be at least 1"):
+        validate_config(LMConfig(categories="free", free_categories=0))
 
 
 def test_a_direct_lexicon_holds_two_logits_an_entry_and_trains_them_at_their_own_rate():

@@ -155,7 +155,9 @@ class LMConfig:
     transition learnt and none forbidden (a class bigram over segments, as a class-based HMM over
     morphs); ``none``: one distribution for every segment."""
     free_categories: int = 4
-    """How many hidden classes ``categories = "free"`` has (at least 2)."""
+    """How many hidden classes ``categories = "free"`` has (at least 1; one class is the model
+    without classes taken given that the text is not empty: its end comes after a segment, never
+    before the first)."""
     lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
     one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
@@ -290,9 +292,9 @@ class LMConfig:
                 "counts an entry's uses from the loss's gradient, which the regulariser would add "
                 f"to; give {prefix}lexicon_prune = false or {prefix}expected_length_weight = 0"
             )
-        if self.free_categories < 2:
+        if self.free_categories < 1:
             raise ConfigError(
-                f"{prefix}free_categories must be at least 2, got {self.free_categories}"
+                f"{prefix}free_categories must be at least 1, got {self.free_categories}"
             )
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")

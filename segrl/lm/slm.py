@@ -78,7 +78,9 @@ class SLM(SegmentLM):
         self.lexicon: Lexicon | None = None
         categories = morphotactics.category_count(config.categories, config.free_categories)
         if lexicon and direct and categorised:  # one distribution per category
-            scale = FREE_CLASS_INIT_SCALE if config.categories == "free" else 0.1
+            scale = 0.1 if config.categories != "free" else FREE_CLASS_INIT_SCALE
+            if categories == 1:  # nothing to tell apart: the counts alone, as without classes
+                scale = 0.0
             self.lexicon = CategoryDirectLexicon(lexicon, categories, init_scale=scale)
         elif lexicon:
             self.lexicon = DirectLexicon(lexicon) if direct else Lexicon(lexicon, config.hidden_dim)
