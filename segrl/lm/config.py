@@ -158,6 +158,13 @@ class LMConfig:
     """How many hidden classes ``categories = "free"`` has (at least 1; one class is the model
     without classes taken given that the text is not empty: its end comes after a segment, never
     before the first)."""
+    lexicon_pairs: int = 0
+    """``slm`` without context, with a direct lexicon and no categories, on text without spaces: a
+    bigram over the lexicon's entries (``segrl.lm.lexicon.EntryPairs``) of at most this many pairs
+    of entries, those found next to each other in the most training word types (at least 2): after
+    an entry with pairs, the next segment comes from its pairs with a learnt probability, else from
+    the model without pairs, so that a frequent sequence of morphs need not become an entry of its
+    own (Goldwater, Griffiths and Johnson's bigram). 0: none."""
     lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
     one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
@@ -298,6 +305,23 @@ class LMConfig:
             )
         if self.lexicon_size is not None and self.lexicon_size < 0:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
+        if self.lexicon_pairs < 0:
+            raise ConfigError(f"{prefix}lexicon_pairs must be at least 0, got {self.lexicon_pairs}")
+        pairless = (
+            self.model != "slm"
+            or self.context not in (None, "none")
+            or self.categories != "none"
+            or self.lexicon_logits == "projected"
+            or self.lexicon_size == 0
+        )
+        if self.lexicon_pairs and pairless:
+            raise ConfigError(
+                f"{prefix}lexicon_pairs is a bigram over a direct lexicon's entries: it needs "
+                f"{prefix}model = 'slm', context = 'none', a lexicon (lexicon_size above 0) with "
+                f"lexicon_logits = 'direct' and no categories (got {self.model!r}, "
+                f"{self.context!r}, {self.lexicon_size}, {self.lexicon_logits!r}, "
+                f"{self.categories!r}); or {prefix}lexicon_pairs = 0"
+            )
 
 
 LMUser = Literal["lm-train", "evaluator"]

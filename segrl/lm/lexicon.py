@@ -41,12 +41,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from segrl.config import limit
 from segrl.lm.config import LMConfig
+from segrl.lm.lattice import NEG_INF
 
 FREE_CLASS_INIT_SCALE = 1.0
 """The spread (nats) of the random logits that free classes (``LMConfig.categories = "free"``)
@@ -243,12 +245,18 @@ class DirectLexicon(Lexicon):
     learning rate (``LMConfig.lexicon_lr``, ``parameter_groups``).
     """
 
-    def __init__(self, entries: Sequence[str]):
+    def __init__(self, entries: Sequence[str], pairs: int = 0):
         nn.Module.__init__(self)  # not Lexicon's: none of its linear maps
         self._hold_entries(entries)
         self.gate_bias = nn.Parameter(torch.zeros(()))
         self.logits = nn.Parameter(torch.zeros(len(self.entries)))
         self.terminator_bias = nn.Parameter(torch.zeros(len(self.entries)))
+        self.pairs = EntryPairs(len(self.entries), pairs) if pairs else None
+        """The bigram over the entries (``LMConfig.lexicon_pairs``), or None."""
+
+    def kept(self) -> torch.Tensor:
+        """[M] bool: the entries not pruned (``LexiconUsage.prune``), on the logits' device."""
+        return (self.logits.detach() > PRUNED_LOGIT / 2).reshape(-1, len(self)).any(0)
 
     def gate_logit(self, cond: torch.Tensor) -> torch.Tensor:
         return self.gate_bias.expand(cond.shape[:-1])
@@ -294,6 +302,109 @@ class CategoryDirectLexicon(DirectLexicon):
 
     def terminator_logits(self, cond: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         return _entries_of(cond @ self.terminator_bias, ids)
+
+
+class EntryPairs(nn.Module):
+    """A bigram over a direct lexicon's entries (``LMConfig.lexicon_pairs``): up to ``size`` pairs
+    ``(q, m)`` of entries, each with a learnt logit, and for every entry ``q`` a learnt gate
+    ``rho_q``. After a segment that is the entry ``q``, the next event (a segment ``m`` with its
+    terminator ``t``, or the end of the text) is drawn as
+
+        p(e | q) = (1 - rho_q) p(e)  +  rho_q pi(m | q) p_lex(t | m)
+
+    ``p`` the model without pairs (the lexicon and the speller mixed, ``Lexicon.mix``), ``pi(. |
+    q)`` a softmax over ``q``'s pairs whose two entries are both still in the lexicon, and
+    ``p_lex(t | m)`` the entry's own terminator. Both parts are normalised, so the mixture is. An
+    entry with no such pair has ``rho_q = 0``, and after the start of a text or a segment that is
+    no entry the model without pairs draws alone. So a frequent sequence of two morphs is
+    explained by the pair instead of by an entry of its own, as in Goldwater, Griffiths and
+    Johnson's (2009) bigram model, where a unigram model takes collocations for words.
+
+    The pairs are fixed when the model is built (``set_pairs``; ``entry_pairs`` finds them); the
+    rows past those found hold no pair (key -1)."""
+
+    def __init__(self, entries: int, size: int):
+        super().__init__()
+        self.entries = entries
+        self.register_buffer("keys", torch.full((size,), -1, dtype=torch.long))
+        """[P] ``q * M + m`` of each pair, ascending (-1: no pair)."""
+        self.logits = nn.Parameter(torch.zeros(size))
+        self.gate = nn.Parameter(torch.zeros(entries))
+
+    @torch.no_grad()
+    def set_pairs(self, keys: torch.Tensor, counts: torch.Tensor | None = None) -> None:
+        """Holds the pairs ``keys`` ([P'] ``q * M + m``, P' at most the rows), their logits started
+        at the log of ``counts`` (None: 0, a uniform ``pi``)."""
+        if len(keys) > len(self.keys):
+            raise ValueError(f"{len(keys)} pairs for {len(self.keys)} rows")
+        order = torch.argsort(keys)
+        start = len(self.keys) - len(keys)  # the unused rows (-1) first, so the keys ascend
+        self.keys.fill_(-1)
+        self.keys[start:] = keys[order].to(self.keys.device)
+        self.logits.zero_()
+        if counts is not None:
+            self.logits[start:] = counts[order].clamp(min=1).float().log().to(self.logits.device)
+
+    def gates(self, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """With ``kept`` [M] the entries still in the lexicon: for every entry ``q``, ``log rho_q``
+        and ``log (1 - rho_q)`` [M] (-inf and 0 where ``q`` has no pair left), and for every pair
+        ``log pi(m | q)`` [P] (-inf where the pair is gone)."""
+        size = self.entries
+        first, second = self.keys.clamp(min=0) // size, self.keys.clamp(min=0) % size
+        live = (self.keys >= 0) & kept[first] & kept[second]
+        logits = torch.where(live, self.logits, NEG_INF)
+        peak = logits.new_full((size,), NEG_INF).scatter_reduce(
+            0, first, logits.detach(), reduce="amax"
+        )
+        has = torch.isfinite(peak)  # [M]: q has a pair left
+        shift = torch.where(has, peak, 0.0)
+        total = logits.new_zeros(size).index_add(0, first, (logits - shift[first]).exp())
+        norm = shift + torch.where(has, total, 1.0).log()
+        go = torch.where(has, F.logsigmoid(self.gate), NEG_INF)
+        stay = torch.where(has, F.logsigmoid(-self.gate), 0.0)
+        return go, stay, logits - norm[first]
+
+    def find(self, previous: torch.Tensor, following: torch.Tensor) -> torch.Tensor:
+        """The row of the pair ``(q, m)`` for entry ids ``previous`` and ``following`` (>= 0, one
+        shape), -1 where it is no pair."""
+        key = previous * self.entries + following
+        at = torch.searchsorted(self.keys, key).clamp(max=len(self.keys) - 1)
+        return torch.where(self.keys[at] == key, at, -1)
+
+
+def entry_pairs(
+    words: Iterable[str], entries: Sequence[str], size: int, min_count: int = 2
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``size`` pairs of ``entries`` found next to each other (``q`` then ``m``, each a
+    substring of the word) in the most distinct ``words``, at least ``min_count`` (ties by the
+    key): their keys ``q * M + m`` [P] and those counts [P] (``EntryPairs.set_pairs``)."""
+    index = {e: i for i, e in enumerate(entries)}
+    longest = max(map(len, entries), default=0)
+    found: list[np.ndarray] = []
+    for word in set(words):
+        n = len(word)
+        ending: list[list[int]] = [[] for _ in range(n + 1)]
+        starting: list[list[int]] = [[] for _ in range(n + 1)]
+        for a in range(n):
+            for b in range(a + 1, min(n, a + longest) + 1):
+                i = index.get(word[a:b])
+                if i is not None:
+                    ending[b].append(i)
+                    starting[a].append(i)
+        keys = [
+            np.add.outer(np.asarray(ending[s]) * len(entries), np.asarray(starting[s])).ravel()
+            for s in range(1, n)
+            if ending[s] and starting[s]
+        ]
+        if keys:
+            found.append(np.unique(np.concatenate(keys)))  # each word counts a pair once
+    if not found:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    keys, counts = np.unique(np.concatenate(found), return_counts=True)
+    frequent = counts >= min_count
+    keys, counts = keys[frequent], counts[frequent]
+    order = np.lexsort((keys, -counts))[:size]  # the most held first, ties by the key
+    return torch.from_numpy(keys[order].astype(np.int64)), torch.from_numpy(counts[order])
 
 
 def _entries_of(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -352,8 +463,7 @@ class LexiconUsage:
 
     def kept(self) -> torch.Tensor:
         """[M] bool: the entries still in the lexicon (of any category)."""
-        logits = self.lexicon.logits.detach().reshape(-1, len(self.lexicon))
-        return (logits > PRUNED_LOGIT / 2).any(0).cpu()
+        return self.lexicon.kept().cpu()
 
     @torch.no_grad()
     def prune(self, gains: torch.Tensor, price: float, fraction: float = 1.0) -> dict[str, float]:

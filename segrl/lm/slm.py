@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from segrl.config import limit
@@ -37,7 +38,13 @@ from segrl.lm import lattice, morphotactics
 from segrl.lm.base import SegmentLM, SegmentScores
 from segrl.lm.config import LMConfig
 from segrl.lm.lattice import NEG_INF
-from segrl.lm.lexicon import FREE_CLASS_INIT_SCALE, CategoryDirectLexicon, DirectLexicon, Lexicon
+from segrl.lm.lexicon import (
+    FREE_CLASS_INIT_SCALE,
+    CategoryDirectLexicon,
+    DirectLexicon,
+    EntryPairs,
+    Lexicon,
+)
 from segrl.lm.segmented import SegmentedBatch, segment_bounds, space_at, space_mask
 
 DECODING_MAX_SEGMENT_LENGTH = 64
@@ -83,7 +90,16 @@ class SLM(SegmentLM):
                 scale = 0.0
             self.lexicon = CategoryDirectLexicon(lexicon, categories, init_scale=scale)
         elif lexicon:
-            self.lexicon = DirectLexicon(lexicon) if direct else Lexicon(lexicon, config.hidden_dim)
+            self.lexicon = (
+                DirectLexicon(lexicon, pairs=config.lexicon_pairs)
+                if direct
+                else Lexicon(lexicon, config.hidden_dim)
+            )
+        if config.lexicon_pairs and (categorised or not direct or not lexicon):
+            raise ConfigError(
+                "slm's lexicon_pairs are a bigram over a direct lexicon's entries: it needs a "
+                "lexicon, lexicon_logits = 'direct' and no categories"
+            )
         self.transitions: morphotactics.Transitions | None = None
         if categorised:
             if self.lexicon is None:
@@ -97,6 +113,18 @@ class SLM(SegmentLM):
                     0.1 * torch.randn(categories, config.hidden_dim)
                 )
             self.transitions = morphotactics.Transitions(config.categories, config.free_categories)
+
+    @property
+    def pairs(self) -> EntryPairs | None:
+        """The bigram over the lexicon's entries (``LMConfig.lexicon_pairs``), or None."""
+        return getattr(self.lexicon, "pairs", None)
+
+    @property
+    def bigram(self) -> bool:
+        """Whether a segment's probability depends on the segment before it (``context =
+        "segment"``, or ``lexicon_pairs``): span tables ``[B, L, R + 1, R + 1]``, read by
+        ``lattice.bigram_forward``."""
+        return self.config.context == "segment" or self.pairs is not None
 
     def parameter_groups(self, lr: float) -> list[dict]:
         """The optimiser's groups: a ``direct`` lexicon's logits at ``config.lexicon_lr``, the rest
@@ -162,7 +190,8 @@ class SLM(SegmentLM):
         whole_from_lexicon: bool = True,
         speller_price: float = 0.0,
         per_pass: int | None = None,
-    ) -> torch.Tensor:
+        ends_apart: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``[B, L, R + 1]``: for every start ``a`` with ``run_length[b, a] > 0``, the log-probability
         of the segment of each length ``l <= run_length[b, a]`` starting there (terminator included,
         and the end of the text for a span that reaches it); -inf elsewhere. With
@@ -172,17 +201,18 @@ class SLM(SegmentLM):
         ``objective_table``). ``per_pass``: the most spans (starts times ``R + 1``) scored in one
         pass of the speller and the lexicon, the starts taken in turn (None: all at once): the
         same spans (but for rounding: a speller LSTM's matrix products may round otherwise in
-        another size), in memory that grows with ``per_pass``, not with the texts' length."""
+        another size), in memory that grows with ``per_pass``, not with the texts' length. With
+        ``ends_apart``, the spans without the end of the text, and that end [B] beside them."""
         states = self.context_states(chars)  # [B, L + 1, H]
         batch, width = chars.ids.shape
         rows, starts = (run_length > 0).nonzero(as_tuple=True)  # [N]
         lengths = run_length[rows, starts]
         longest = int(lengths.max()) if lengths.numel() else 0
         step = max(len(rows) if per_pass is None else per_pass // (longest + 1), 1)
-        table, at_end = None, None
+        table, at_end, text_end = None, None, None
         for first in range(0, max(len(rows), 1), step):  # one pass, where per_pass is None
             part = slice(first, first + step)
-            spans, at_end = self._start_spans(
+            spans, at_end, text_end = self._start_spans(
                 chars,
                 space,
                 states,
@@ -192,11 +222,12 @@ class SLM(SegmentLM):
                 lengths[part],
                 whole_from_lexicon,
                 speller_price,
+                not ends_apart,
             )  # fmt: skip  [n, R' + 1] or [n, R' + 1, K]
             if table is None:
                 table = spans.new_full((batch, width, longest + 1, *spans.shape[2:]), NEG_INF)
             table[rows[part], starts[part], : spans.shape[1]] = spans
-        return table
+        return (table, text_end) if ends_apart else table
 
     def _start_spans(
         self,
@@ -209,12 +240,14 @@ class SLM(SegmentLM):
         lengths: torch.Tensor,
         whole_from_lexicon: bool,
         speller_price: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        with_end: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``span_runs``' spans of the starts ``(rows, starts)`` ([N] each, ``lengths`` [N] their
-        runs): ``[N, R + 1]`` (``[N, R + 1, K]`` with categories), ``R`` their longest run; and
-        ``at_end`` [B], the speller's end of each text, computed by the first pass (None) right
-        after its spans, as one pass always computed it: a speller in training draws its dropout
-        in that order."""
+        runs): ``[N, R + 1]`` (``[N, R + 1, K]`` with categories), ``R`` their longest run, the end
+        of the text added to a span that reaches it (not ``with_end``: left out); ``at_end`` [B],
+        the speller's end of each text, computed by the first pass (None) right after its spans,
+        as one pass always computed it: a speller in training draws its dropout in that order; and
+        the end of each text under the model [B] (or [B, K])."""
         longest = int(lengths.max()) if lengths.numel() else 0
         if self.config.context == "none":  # one condition: every substring scored once
             spans = self._shared_spans(chars, space, rows, starts, lengths)
@@ -245,7 +278,9 @@ class SLM(SegmentLM):
         )
         if self.transitions is not None:
             reaches_end = reaches_end.unsqueeze(-1)
-        return spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0), speller_end
+        if not with_end:
+            return spans, speller_end, at_end
+        return spans + torch.where(reaches_end, at_end[rows].unsqueeze(1), 0.0), speller_end, at_end
 
     def _lexicon_contexts(self) -> list[torch.Tensor]:
         """What conditions the lexicon: ``no_context``, or each category's context."""
@@ -324,6 +359,8 @@ class SLM(SegmentLM):
         room = _room(chars, space, _shorter(limit(self.config.max_segment_length), longest))
         if self.config.context == "segment":
             return self.bigram_table(chars, space, room, speller_price)
+        if self.pairs is not None:
+            return self.pair_table(chars, space, room, whole_from_lexicon, speller_price, per_pass)
         return self.span_runs(chars, space, room, whole_from_lexicon, speller_price, per_pass)
 
     def bigram_table(
@@ -362,6 +399,84 @@ class SLM(SegmentLM):
             (ends_rows, ends_at, lengths), end
         )
         return table.transpose(2, 3) + at_end.unsqueeze(3)  # [B, L, R + 1, P]
+
+    def pair_table(
+        self,
+        chars: CharBatch,
+        space: torch.Tensor,
+        room: torch.Tensor,
+        whole_from_lexicon: bool = True,
+        speller_price: float = 0.0,
+        per_pass: int | None = None,
+    ) -> torch.Tensor:
+        """``lexicon_pairs``: ``[B, L, R + 1, R + 1]``, ``out[b, a, l, p]`` the log-probability of
+        the segment of ``l`` characters from ``a`` (its terminator, and the end of the text for one
+        that reaches it) after the segment of ``p`` characters before it (``p = 0``: the start of
+        the text, at ``a = 0`` only), under the bigram over the lexicon's entries
+        (``EntryPairs``): the model without pairs (``span_runs``) where the segment before is no
+        entry with pairs, mixed with the pairs' path where it is; the end of the text after a
+        segment ``m`` takes ``1 - rho_m``. -inf elsewhere (``lattice.bigram_forward``)."""
+        if bool(space.any()):
+            raise ConfigError(
+                "lexicon_pairs (a bigram over the lexicon's entries) segments text without "
+                "spaces: word lists, or text without its spaces (word discovery); give "
+                "lexicon_pairs = 0 for running text"
+            )
+        spans, end = self.span_runs(
+            chars, space, room, whole_from_lexicon, speller_price, per_pass, ends_apart=True
+        )  # [B, L, R + 1], [B]
+        batch, width, top = spans.shape
+        ids = self._span_ids(chars, top)  # [B, L, R + 1]
+        starts = torch.arange(width, device=spans.device)
+        previous = torch.arange(top, device=spans.device)
+        before = (starts.view(-1, 1) - previous).clamp(min=0)  # [L, P]: where the one before starts
+        prior = ids[:, before, previous]  # [B, L, P]: the entry before, -1 for none
+        prior = torch.where((previous >= 1) & (previous <= starts.view(-1, 1)), prior, -1)
+        lexicon = self.lexicon
+        go, stay, pair = self.pairs.gates(lexicon.kept())  # [M], [M], [P]
+        known = prior >= 0
+        prior_go = torch.where(known, go[prior.clamp(min=0)], NEG_INF)  # [B, L, P]
+        prior_stay = torch.where(known, stay[prior.clamp(min=0)], 0.0)
+        table = prior_stay.unsqueeze(2) + spans.unsqueeze(3)  # [B, L, R + 1, P]
+        # the pairs' path, where the segment before is an entry with pairs and this one an entry
+        b, a, length, p = (torch.isfinite(prior_go).unsqueeze(2) & (ids >= 0).unsqueeze(3)).nonzero(
+            as_tuple=True
+        )
+        row = self.pairs.find(prior[b, a, p], ids[b, a, length])
+        hit = row >= 0
+        b, a, length, p, row = b[hit], a[hit], length[hit], p[hit], row[hit]
+        entry = ids[b, a, length]
+        paired = prior_go[b, a, p] + pair[row]
+        paired = paired + F.logsigmoid(-lexicon.terminator_logits(self.no_context, entry))
+        if lexicon.count_probe is not None:  # a use through a pair is a use of the entry
+            paired = paired + lexicon.count_probe[entry]
+        # both finite where a pair is live; -inf (a pruned pair): the other path alone
+        mixed = lattice.logsumexp(torch.stack([table[b, a, length, p], paired]), dim=0)
+        table = table.index_put((b, a, length, p), mixed)
+        reaches = starts.view(-1, 1) + torch.arange(top, device=spans.device) == (
+            chars.lengths.view(-1, 1, 1)
+        )  # [B, L, R + 1]
+        last_stays = torch.where(ids >= 0, stay[ids.clamp(min=0)], 0.0)  # 1 - rho of the segment
+        table = table + torch.where(reaches, end.view(-1, 1, 1) + last_stays, 0.0).unsqueeze(3)
+        allowed = torch.where(
+            starts.view(-1, 1) == 0,
+            previous == 0,
+            (previous >= 1) & (previous <= starts.view(-1, 1)),
+        )  # [L, P]
+        return torch.where(allowed.view(1, width, 1, top), table, NEG_INF)
+
+    def _span_ids(self, chars: CharBatch, top: int) -> torch.Tensor:
+        """``[B, L, top]``: the lexicon id of the segment of ``l`` characters from ``a``
+        (``out[b, a, l]``), -1 where it is no entry or runs past its text."""
+        out = torch.full((len(chars), chars.ids.shape[1], top), -1, dtype=torch.long)
+        index = self.lexicon.index
+        for row, text in enumerate(chars.texts):
+            for a in range(len(text)):
+                for length in range(1, min(top - 1, len(text) - a) + 1):
+                    i = index.get(text[a : a + length])
+                    if i is not None:
+                        out[row, a, length] = i
+        return out.to(chars.ids.device)
 
     def objective_table(
         self, chars: CharBatch, space: torch.Tensor, whole_from_lexicon: bool = True
@@ -412,7 +527,7 @@ class SLM(SegmentLM):
     # --- scores ----------------------------------------------------------------------------------
     def segment_scores(self, batch: SegmentedBatch) -> SegmentScores:
         self._require_no_categories("scores of given segmentations")
-        if self.config.context == "segment":
+        if self.bigram:
             table = self.span_table(batch.chars, batch.space)
             return _bigram_scores(table, batch.ends, batch.chars.lengths)
         first, last = segment_bounds(batch)
@@ -427,7 +542,7 @@ class SLM(SegmentLM):
         also the next segment of the same word)."""
         self._require_no_categories("flip scores")
         batch = batch.to(self.device)
-        if self.config.context == "segment":  # one table, every flipped segmentation looked up
+        if self.bigram:  # one table, every flipped segmentation looked up
             table = self.span_table(batch.chars, batch.space)
             total = _bigram_scores(table, batch.ends, batch.chars.lengths).total
             rows, at = batch.flippable.nonzero(as_tuple=True)
@@ -501,7 +616,7 @@ class SLM(SegmentLM):
         self, table: torch.Tensor, space: torch.Tensor, lengths: torch.Tensor
     ) -> torch.Tensor:
         """``log p(X)`` [B] from a span table: over segmentations, and categories where there are."""
-        if self.config.context == "segment":
+        if self.bigram:
             return lattice.bigram_forward(table, lengths)[0]
         if self.transitions is None:
             return lattice.log_partition(table, space, lengths)
@@ -545,7 +660,7 @@ class SLM(SegmentLM):
             power = self.config.expected_length_power
             expected = (
                 lattice.bigram_forward(table, chars.lengths, power=power)[1]
-                if self.config.context == "segment"
+                if self.bigram
                 else lattice.expected_lengths(table, space, chars.lengths, power)
             )
             per_char = expected.sum() / characters
@@ -565,7 +680,7 @@ class SLM(SegmentLM):
         space = space_mask(self.vocab, chars)
         table = self.span_table(chars, space, longest=longest, per_pass=per_pass)
         partition = None
-        if self.config.context == "segment":
+        if self.bigram:
 
             def partition(leaf: torch.Tensor) -> torch.Tensor:
                 return lattice.bigram_forward(leaf, chars.lengths)[0]
@@ -622,7 +737,7 @@ class SLM(SegmentLM):
         if self.transitions is not None:
             ends, _, best = morphotactics.viterbi(table, space, chars.lengths, self.transitions())
             return SegmentedBatch.from_ends(self.vocab, chars, ends), best
-        if self.config.context == "segment":
+        if self.bigram:
             best, ends = lattice.bigram_forward(table, chars.lengths, viterbi=True)
             return SegmentedBatch.from_ends(self.vocab, chars, ends), best
         best, back = lattice.forward(table, space, chars.lengths, viterbi=True)
