@@ -189,3 +189,20 @@ def test_entry_pairs_count_each_word_once_and_keep_the_most_held():
     # then those of "abab" alone (a|ba, b|ab, ab|a, ab|ab, ba|b), ties by the key
     assert keys.tolist() == [1, 4, 3] and counts.tolist() == [2, 2, 1]
     assert len(entry_pairs(words, entries, size=100, min_count=1)[0]) == 7
+
+
+def test_pairs_resolve_without_the_pruning_that_would_weigh_entries_without_them():
+    from segrl.config import validate_config
+    from segrl.lm.config import resolve_lm_config, table_lm
+
+    plain = resolve_lm_config(table_lm(model="slm"), "words")
+    assert plain.lexicon_prune is True and plain.speller_entries > 0
+    paired_config = resolve_lm_config(table_lm(model="slm", lexicon_pairs=1000), "words")
+    assert paired_config.lexicon_prune is False and paired_config.speller_entries == 0
+    validate_config(paired_config)
+    with pytest.raises(ConfigError, match="lexicon_prune"):
+        validate_config(
+            resolve_lm_config(
+                table_lm(model="slm", lexicon_pairs=1000, lexicon_prune=True), "words"
+            )
+        )

@@ -164,7 +164,8 @@ class LMConfig:
     of entries, those found next to each other in the most training word types (at least 2): after
     an entry with pairs, the next segment comes from its pairs with a learnt probability, else from
     the model without pairs, so that a frequent sequence of morphs need not become an entry of its
-    own (Goldwater, Griffiths and Johnson's bigram). 0: none."""
+    own (Goldwater, Griffiths and Johnson's bigram). 0: none. Not with ``lexicon_prune`` (left
+    unset, it resolves to off): the pruning weighs an entry by what it gains alone."""
     lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
     one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
@@ -322,6 +323,13 @@ class LMConfig:
                 f"{self.context!r}, {self.lexicon_size}, {self.lexicon_logits!r}, "
                 f"{self.categories!r}); or {prefix}lexicon_pairs = 0"
             )
+        if self.lexicon_pairs and self.lexicon_prune:
+            raise ConfigError(
+                f"{prefix}lexicon_pairs cannot go with {prefix}lexicon_prune: the pruning weighs an "
+                "entry by what it gains alone, not after the entries it pairs with, and takes the "
+                f"entries that pairs use; give {prefix}lexicon_prune = false (leave it unset: it "
+                "then resolves so)"
+            )
 
 
 LMUser = Literal["lm-train", "evaluator"]
@@ -465,6 +473,7 @@ def resolve_lm_config(config: LMConfig, text: LMText, user: LMUser = "lm-train")
     if lexicon_prune is None:
         direct = lexicon_logits == "direct"
         lexicon_prune = row.lexicon_prune and bool(lexicon_size) and lexicon_cost > 0 and direct
+        lexicon_prune = lexicon_prune and not config.lexicon_pairs  # its gains know no pairs
     speller_entries = config.speller_entries
     if speller_entries is None:
         speller_entries = row.speller_entries if lexicon_prune else 0.0
