@@ -430,8 +430,9 @@ class SLM(SegmentLM):
         starts = torch.arange(width, device=spans.device)
         previous = torch.arange(top, device=spans.device)
         before = (starts.view(-1, 1) - previous).clamp(min=0)  # [L, P]: where the one before starts
-        prior = ids[:, before, previous]  # [B, L, P]: the entry before, -1 for none
-        prior = torch.where((previous >= 1) & (previous <= starts.view(-1, 1)), prior, -1)
+        after_one = (previous >= 1) & (previous <= starts.view(-1, 1))  # [L, P]: a segment before
+        allowed = torch.where(starts.view(-1, 1) == 0, previous == 0, after_one)  # [L, P]
+        prior = torch.where(after_one, ids[:, before, previous], -1)  # [B, L, P]: the entry before
         lexicon = self.lexicon
         go, stay, pair = self.pairs.gates(lexicon.kept())  # [M], [M], [P]
         known = prior >= 0
@@ -458,11 +459,6 @@ class SLM(SegmentLM):
         )  # [B, L, R + 1]
         last_stays = torch.where(ids >= 0, stay[ids.clamp(min=0)], 0.0)  # 1 - rho of the segment
         table = table + torch.where(reaches, end.view(-1, 1, 1) + last_stays, 0.0).unsqueeze(3)
-        allowed = torch.where(
-            starts.view(-1, 1) == 0,
-            previous == 0,
-            (previous >= 1) & (previous <= starts.view(-1, 1)),
-        )  # [L, P]
         return torch.where(allowed.view(1, width, 1, top), table, NEG_INF)
 
     def _span_ids(self, chars: CharBatch, top: int) -> torch.Tensor:
