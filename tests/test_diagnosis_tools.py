@@ -388,3 +388,88 @@ def test_transfer_table_reads_a_curve_beside_its_own_designs_shorter_budget():
     assert tool.shorter_budget("slm-before") == "slm-1500-before"
     for system in ("slm-1500", "slm-1500-before", "agent", "agent-before", "morfessor"):
         assert tool.shorter_budget(system) == "-", system
+
+
+def test_lexicon_drift_names_what_the_later_lexicon_lost(tmp_path):
+    """Two models that differ by one pruned entry and one raised one: the tool's counts are the
+    lexicons' and the Viterbi segmentations', and a boundary the pruned entry cut with is put down to
+    the pruning."""
+    from segrl.data.corpus import PLACEHOLDER
+    from segrl.data.gold import load_gold
+    from segrl.data.vocab import CharVocab
+    from segrl.lm import LMConfig, build_word_lm, save_lm
+    from segrl.lm.decoding import LMSegmenter
+    from segrl.lm.lexicon import PRUNED_LOGIT
+    from segrl.segmentation import boundaries_of
+
+    torch.manual_seed(0)
+    gold = load_gold(max_words=60)
+    words = [g.word for g in gold]
+    vocab = CharVocab.from_texts(words, PLACEHOLDER)
+    config = LMConfig(
+        context="none",
+        char_dim=8,
+        hidden_dim=8,
+        speller_dim=8,
+        max_segment_length=6,
+        lexicon_size=200,
+        lexicon_logits="direct",
+    )
+    early = build_word_lm(config, vocab, words)
+    entries = list(early.lexicon.entries)
+    early_segs = LMSegmenter(early).segment_words(words)
+    uses = {}
+    for segments in early_segs:
+        for s in segments:
+            if s in entries and len(s) > 1:
+                uses[s] = uses.get(s, 0) + 1
+    victim = max(uses, key=uses.get)  # the entry early cuts with most
+    late = build_word_lm(config, vocab, words)
+    late.load_state_dict(early.state_dict())
+    with torch.no_grad():
+        late.lexicon.logits[entries.index(victim)] = PRUNED_LOGIT
+    save_lm(early, tmp_path / "early")
+    save_lm(late, tmp_path / "late")
+
+    done = run_tool(
+        "lexicon_drift", str(tmp_path / "early"), str(tmp_path / "late"), "--gold-max-words", "60"
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    kept = next(line for line in lines if line.startswith("| lexicon entries kept"))
+    n_early = int(early.lexicon.kept().sum())
+    assert kept == f"| lexicon entries kept | {n_early:,} | {n_early - 1:,} |"
+    late_segs = LMSegmenter(late).segment_words(words)
+    lost = gained = 0
+    for g, a, b in zip(gold, early_segs, late_segs, strict=True):
+        ref = boundaries_of(g.analyses[0])
+        lost += len((ref & boundaries_of(a)) - boundaries_of(b))
+        gained += len((ref & boundaries_of(b)) - boundaries_of(a))
+    assert f"gold boundaries lost {lost:,}, gained {gained:,} (early to late)" in lines
+    pruned_rows = lines[
+        lines.index(
+            "| pruned (kept early, not late) | uses by early on the gold words | log share early |"
+        )
+        + 2 :
+    ]
+    assert pruned_rows[0].startswith(f"| `{victim}` | {uses[victim]} | ")
+    if lost:
+        assert any(
+            line.startswith("| a piece early cut with is pruned in late |") for line in lines
+        )
+
+
+def test_lexicon_drift_refuses_a_model_without_a_direct_lexicon(tmp_path):
+    from segrl.data.corpus import PLACEHOLDER
+    from segrl.data.gold import load_gold
+    from segrl.data.vocab import CharVocab
+    from segrl.lm import LMConfig, build_lm, save_lm
+
+    gold = load_gold(max_words=10)
+    vocab = CharVocab.from_texts([g.word for g in gold], PLACEHOLDER)
+    config = LMConfig(context="none", char_dim=8, hidden_dim=8, speller_dim=8, max_segment_length=6)
+    folder = save_lm(build_lm(config, vocab), tmp_path / "slm")
+    done = run_tool("lexicon_drift", str(folder), str(folder))
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"lexicon_drift: error: {folder}: not a direct lexicon")
