@@ -125,29 +125,31 @@ def report(early: Teacher, late: Teacher, gold: list[GoldWord]) -> list[str]:
     out += _counts("the gold morph after a lost boundary", lost_by_morph)
     out += _counts("the gold morph after a gained boundary", gained_by_morph)
 
-    out += [
-        "",
-        "| late's segment over a lost boundary | uses there | log share early | log share late |",
-    ]
-    out.append("|---|---:|---:|---:|")
-    for segment, n in merged.most_common(TOP):
-        out.append(f"| `{segment}` | {n} | {_share(early, segment)} | {_share(late, segment)} |")
+    out += _table(
+        ["late's segment over a lost boundary", "uses there", "log share early", "log share late"],
+        [
+            [f"`{segment}`", str(n), _share(early, segment), _share(late, segment)]
+            for segment, n in merged.most_common(TOP)
+        ],
+    )
     pruned_used = Counter(
         {e: n for e, n in early_uses.items() if e in early.shares and e not in late.shares}
     )
-    out += [
-        "",
-        "| pruned (kept early, not late) | uses by early on the gold words | log share early |",
-    ]
-    out.append("|---|---:|---:|")
-    for entry, n in pruned_used.most_common(TOP):
-        out.append(f"| `{entry}` | {n} | {early.shares[entry]:.2f} |")
+    out += _table(
+        ["pruned (kept early, not late)", "uses by early on the gold words", "log share early"],
+        [[f"`{e}`", str(n), _share(early, e)] for e, n in pruned_used.most_common(TOP)],
+    )
     return out
 
 
 def _counts(title: str, counts: Counter[str]) -> list[str]:
-    rows = ["", f"| {title} | count |", "|---|---:|"]
-    return rows + [f"| `{morph}` | {n} |" for morph, n in counts.most_common(TOP)]
+    return _table([title, "count"], [[f"`{m}`", str(n)] for m, n in counts.most_common(TOP)])
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table after an empty line, its first column text, the others numbers."""
+    lines = ["", f"| {' | '.join(header)} |", "|---|" + "---:|" * (len(header) - 1)]
+    return lines + [f"| {' | '.join(row)} |" for row in rows]
 
 
 def _share(teacher: Teacher, entry: str) -> str:
