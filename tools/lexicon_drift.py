@@ -113,7 +113,9 @@ def report(early: Teacher, late: Teacher, gold: list[GoldWord]) -> list[str]:
             pieces = (piece_at(seg_early, b, after=False), piece_at(seg_early, b, after=True))
             pruned = [p for p in pieces if p in early.shares and p not in late.shares]
             causes[
-                "a piece early cut with is pruned in late" if pruned else "both pieces kept"
+                "a piece early cut with is pruned in late"
+                if pruned
+                else "no piece early cut with is pruned"
             ] += 1
             merged[covering(seg_late, b)] += 1
         for b in sorted((ref & after) - before):
