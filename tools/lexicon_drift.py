@@ -27,17 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from teacher_density import (  # a sibling script: tools/ is on the path of a script run there
+    add_gold_arguments,
+    load_teacher_lm,
+    read_gold_words,
+)
 
-from segrl.data.gold import GoldWord, load_gold
+from segrl.data.gold import GoldWord
 from segrl.errors import SegrlError
 from segrl.lm.decoding import LMSegmenter
-from segrl.lm.models import load_lm
 from segrl.metrics import segmentation_metrics
 from segrl.segmentation import boundaries_of
 
-GOLD_FILE_WORDS = 10_000
-"""The gold words read from a ``--gold`` file unless ``--gold-max-words`` says otherwise (as the
-transfer suite scores them)."""
 TOP = 15
 
 
@@ -50,7 +51,7 @@ class Teacher:
 
 
 def read_teacher(path: Path, words: list[str]) -> Teacher:
-    model = load_lm(path / "best" if (path / "best").is_dir() else path)
+    model = load_teacher_lm(path)
     lexicon = getattr(model, "lexicon", None)
     logits = getattr(lexicon, "logits", None)
     if logits is None or logits.dim() != 1 or getattr(model, "transitions", None) is not None:
@@ -121,9 +122,11 @@ def report(early: Teacher, late: Teacher, gold: list[GoldWord]) -> list[str]:
         for b in sorted((ref & after) - before):
             gained_by_morph[gold_morph_after(analysis, b)] += 1
     lost, gained = sum(lost_by_morph.values()), sum(gained_by_morph.values())
-    out += ["", f"gold boundaries lost {lost:,}, gained {gained:,} (early to late)", ""]
-    out += ["| lost gold boundaries, by cause | count |", "|---|---:|"]
-    out += [f"| {cause} | {n:,} |" for cause, n in causes.most_common()]
+    out += ["", f"gold boundaries lost {lost:,}, gained {gained:,} (early to late)"]
+    out += _table(
+        ["lost gold boundaries, by cause", "count"],
+        [[cause, f"{n:,}"] for cause, n in causes.most_common()],
+    )
     out += _counts("the gold morph after a lost boundary", lost_by_morph)
     out += _counts("the gold morph after a gained boundary", gained_by_morph)
 
@@ -163,22 +166,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("early", type=Path, help="the earlier model: a run folder or a saved slm")
     parser.add_argument("late", type=Path, help="the later model: a run folder or a saved slm")
-    parser.add_argument(
-        "--gold", type=Path, help="a gold word segmentation file (default: the bundled gold set)"
-    )
-    parser.add_argument(
-        "--gold-max-words",
-        type=int,
-        metavar="N",
-        help=f"score on this many gold words (default: {GOLD_FILE_WORDS:,} of a --gold file, "
-        "all of the bundled set)",
-    )
+    add_gold_arguments(parser)
     args = parser.parse_args()
-    max_words = args.gold_max_words
-    if max_words is None and args.gold is not None:
-        max_words = GOLD_FILE_WORDS
     try:
-        gold = load_gold(args.gold, max_words=max_words)
+        gold = read_gold_words(args.gold, args.gold_max_words)
         words = [g.word for g in gold]
         table = report(read_teacher(args.early, words), read_teacher(args.late, words), gold)
     except SegrlError as e:  # a folder or gold file that is not one: say which, as the CLI does

@@ -23,11 +23,11 @@ import sys
 from pathlib import Path
 
 import segrl
-from segrl.data.gold import load_gold
+from segrl.data.gold import GoldWord, load_gold
 from segrl.errors import SegrlError
 from segrl.evaluators.lm import PosteriorTeacher
 from segrl.lm.decoding import LMSegmenter
-from segrl.lm.models import load_lm
+from segrl.lm.models import SegmentLM, load_lm
 from segrl.metrics import segmentation_metrics
 
 THRESHOLDS = (0.7, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05)
@@ -36,19 +36,45 @@ GOLD_FILE_WORDS = 10_000
 sigmorphon suite scores them)."""
 
 
+def add_gold_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--gold`` and ``--gold-max-words``, read by ``read_gold_words`` (the diagnosis tools that
+    score a teacher on gold words share them)."""
+    parser.add_argument(
+        "--gold", type=Path, help="a gold word segmentation file (default: the bundled gold set)"
+    )
+    parser.add_argument(
+        "--gold-max-words",
+        type=int,
+        metavar="N",
+        help=f"score on this many gold words (default: {GOLD_FILE_WORDS:,} of a --gold file, "
+        "all of the bundled set)",
+    )
+
+
+def read_gold_words(gold_path: Path | None, max_words: int | None) -> list[GoldWord]:
+    """The gold words of ``--gold`` (the bundled set without it), ``GOLD_FILE_WORDS`` of a file
+    unless ``max_words`` says otherwise."""
+    if max_words is None and gold_path is not None:
+        max_words = GOLD_FILE_WORDS
+    return load_gold(gold_path, max_words=max_words)
+
+
+def load_teacher_lm(path: Path) -> SegmentLM:
+    """A ``segrl lm train`` run folder's best model, or a saved ``slm``."""
+    return load_lm(path / "best" if (path / "best").is_dir() else path)
+
+
 def rows(
     run: Path, gold_path: Path | None, max_words: int | None, thresholds: tuple[float, ...]
 ) -> list[str]:
-    if max_words is None and gold_path is not None:
-        max_words = GOLD_FILE_WORDS
-    gold = load_gold(gold_path, max_words=max_words)
+    gold = read_gold_words(gold_path, max_words)
     words = [g.word for g in gold]
     if (run / "segmenter").is_dir():  # a segrl train run: the student, then its teacher
         student = segrl.load_segmenter(run / "segmenter")
         lm = PosteriorTeacher.load(run / "segmenter" / "teacher").lm
         segmenters = [("student", student.segment_words)]
     else:  # segrl lm train's run folder (its best model) or a saved slm: the teacher alone
-        lm = load_lm(run / "best" if (run / "best").is_dir() else run)
+        lm = load_teacher_lm(run)
         segmenters = [("teacher, Viterbi", LMSegmenter(lm).segment_words)]
     segmenters += [
         (
@@ -77,16 +103,7 @@ def main() -> int:
         type=Path,
         help="a segrl train run folder with an slm evaluator, a segrl lm train run folder or a saved slm",
     )
-    parser.add_argument(
-        "--gold", type=Path, help="a gold word segmentation file (default: the bundled gold set)"
-    )
-    parser.add_argument(
-        "--gold-max-words",
-        type=int,
-        metavar="N",
-        help=f"score on this many gold words (default: {GOLD_FILE_WORDS:,} of a --gold file, "
-        "all of the bundled set)",
-    )
+    add_gold_arguments(parser)
     parser.add_argument(
         "--thresholds",
         type=float,
