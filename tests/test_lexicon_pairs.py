@@ -69,6 +69,12 @@ def segmentations(text: str) -> list[list[str]]:
     return out
 
 
+def gate_of(lm, q: int) -> float:
+    """``rho_q``: the fixed gate where the model has one, else the entry's learnt one."""
+    fixed = lm.config.lexicon_pairs_gate
+    return fixed if fixed else torch.sigmoid(lm.pairs.gate[q]).item()
+
+
 def by_hand(lm, segments: list[str]) -> float:
     """``log p(X, S)`` from the process: each segment from the model without pairs, or after an
     entry with pairs left from ``(1 - rho_q) p(m) + rho_q pi(m | q) p(no space | m)``; the end of
@@ -95,7 +101,7 @@ def by_hand(lm, segments: list[str]) -> float:
         q = lexicon.index.get(previous) if previous is not None else None
         m = lexicon.index.get(segment)
         if q is not None and q in pairs:
-            rho = torch.sigmoid(lm.pairs.gate[q]).item()
+            rho = gate_of(lm, q)
             norm = math.log(sum(math.exp(v) for v in pairs[q].values()))
             mixed = math.log(1 - rho) + value
             if m is not None and m in pairs[q]:
@@ -109,13 +115,14 @@ def by_hand(lm, segments: list[str]) -> float:
         total += value
         previous = segment
     last = lexicon.index.get(previous)
-    stay = 1 - torch.sigmoid(lm.pairs.gate[last]).item() if last in pairs else 1.0
+    stay = 1 - gate_of(lm, last) if last in pairs else 1.0
     return total + end.item() + math.log(stay)
 
 
+@pytest.mark.parametrize("fixed", [0.0, 0.2])
 @torch.no_grad()
-def test_entry_pairs_score_as_the_process_draws_them_with_an_exact_marginal():
-    lm = paired()
+def test_entry_pairs_score_as_the_process_draws_them_with_an_exact_marginal(fixed):
+    lm = paired(lexicon_pairs_gate=fixed)
     assert (lm.pairs.keys >= 0).sum() >= 5  # pairs were found, and some rows are empty
     chars = lm.encode(TEXTS)
     marginal = lm.log_marginal(chars)
@@ -178,6 +185,24 @@ def test_pairs_train_save_and_load_and_refuse_spaces_and_categories(tmp_path):
         lm.log_marginal(lm.encode(["ab ba"]))
     with pytest.raises(ConfigError, match="lexicon_pairs"):
         paired(categories="free")
+
+
+def test_a_fixed_pairs_gate_is_not_learnt_and_is_refused_outside_zero_to_one():
+    lm = paired(seed=3, lexicon_pairs_gate=0.3).train()
+    go, stay, _ = lm.pairs.gates(lm.lexicon.kept())
+    has = torch.isfinite(go)
+    assert has.any() and not has.all()  # entries with pairs and entries without
+    assert torch.allclose(go[has].exp(), torch.tensor(0.3)) and torch.allclose(
+        stay[has].exp(), torch.tensor(0.7)
+    )
+    loss, _ = lm.marginal_loss(lm.encode(TEXTS))
+    loss.backward()
+    assert lm.pairs.gate.grad is None and lm.pairs.logits.grad.abs().sum() > 0
+    for bad in (1.0, -0.1):
+        with pytest.raises(ConfigError, match="lexicon_pairs_gate is a probability below 1"):
+            paired(lexicon_pairs_gate=bad)
+    with pytest.raises(ConfigError, match="give lexicon_pairs above 0"):
+        paired(pairs=0, lexicon_pairs_gate=0.3)
 
 
 def test_entry_pairs_count_each_word_once_and_keep_the_most_held():

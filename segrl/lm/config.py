@@ -166,6 +166,10 @@ class LMConfig:
     the model without pairs, so that a frequent sequence of morphs need not become an entry of its
     own (Goldwater, Griffiths and Johnson's bigram). 0: none. Not with ``lexicon_prune`` (left
     unset, it resolves to off): the pruning weighs an entry by what it gains alone."""
+    lexicon_pairs_gate: float = 0.0
+    """With ``lexicon_pairs``: the probability ``rho`` that the segment after an entry with pairs
+    comes from its pairs, fixed for every entry (above 0, below 1), as the back-off weight of a
+    hierarchical bigram; 0: learnt, one gate an entry."""
     lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
     one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
@@ -322,6 +326,16 @@ class LMConfig:
                 f"lexicon_logits = 'direct' and no categories (got {self.model!r}, "
                 f"{self.context!r}, {self.lexicon_size}, {self.lexicon_logits!r}, "
                 f"{self.categories!r}); or {prefix}lexicon_pairs = 0"
+            )
+        if not 0.0 <= self.lexicon_pairs_gate < 1.0:
+            raise ConfigError(
+                f"{prefix}lexicon_pairs_gate is a probability below 1 (0: learnt), got "
+                f"{self.lexicon_pairs_gate}"
+            )
+        if self.lexicon_pairs_gate and not self.lexicon_pairs:
+            raise ConfigError(
+                f"{prefix}lexicon_pairs_gate weighs the bigram over the lexicon's entries: give "
+                f"{prefix}lexicon_pairs above 0 with it, or {prefix}lexicon_pairs_gate = 0"
             )
         if self.lexicon_pairs and self.lexicon_prune:
             raise ConfigError(

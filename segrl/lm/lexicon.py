@@ -37,6 +37,7 @@ million weights (``bench/lm_step.py``).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -245,13 +246,13 @@ class DirectLexicon(Lexicon):
     learning rate (``LMConfig.lexicon_lr``, ``parameter_groups``).
     """
 
-    def __init__(self, entries: Sequence[str], pairs: int = 0):
+    def __init__(self, entries: Sequence[str], pairs: int = 0, pairs_gate: float = 0.0):
         nn.Module.__init__(self)  # not Lexicon's: none of its linear maps
         self._hold_entries(entries)
         self.gate_bias = nn.Parameter(torch.zeros(()))
         self.logits = nn.Parameter(torch.zeros(len(self.entries)))
         self.terminator_bias = nn.Parameter(torch.zeros(len(self.entries)))
-        self.pairs = EntryPairs(len(self.entries), pairs) if pairs else None
+        self.pairs = EntryPairs(len(self.entries), pairs, pairs_gate) if pairs else None
         """The bigram over the entries (``LMConfig.lexicon_pairs``), or None."""
 
     def kept(self) -> torch.Tensor:
@@ -320,16 +321,20 @@ class EntryPairs(nn.Module):
     explained by the pair instead of by an entry of its own, as in Goldwater, Griffiths and
     Johnson's (2009) bigram model, where a unigram model takes collocations for words.
 
+    With ``fixed_gate`` above 0 (``LMConfig.lexicon_pairs_gate``) every ``rho_q`` is that number,
+    not learnt, as the back-off weight of a hierarchical bigram.
+
     The pairs are fixed when the model is built (``set_pairs``; ``entry_pairs`` finds them); the
     rows past those found hold no pair (key -1)."""
 
-    def __init__(self, entries: int, size: int):
+    def __init__(self, entries: int, size: int, fixed_gate: float = 0.0):
         super().__init__()
         self.entries = entries
+        self.fixed_gate = fixed_gate
         self.register_buffer("keys", torch.full((size,), -1, dtype=torch.long))
         """[P] ``q * M + m`` of each pair, ascending (-1: no pair)."""
         self.logits = nn.Parameter(torch.zeros(size))
-        self.gate = nn.Parameter(torch.zeros(entries))
+        self.gate = nn.Parameter(torch.zeros(entries), requires_grad=not fixed_gate)
 
     @torch.no_grad()
     def set_pairs(self, keys: torch.Tensor, counts: torch.Tensor | None = None) -> None:
@@ -360,8 +365,11 @@ class EntryPairs(nn.Module):
         shift = torch.where(has, peak, 0.0)
         total = logits.new_zeros(size).index_add(0, first, (logits - shift[first]).exp())
         norm = shift + torch.where(has, total, 1.0).log()
-        go = torch.where(has, F.logsigmoid(self.gate), NEG_INF)
-        stay = torch.where(has, F.logsigmoid(-self.gate), 0.0)
+        gate = self.gate
+        if self.fixed_gate:  # rho = sigmoid(logit(rho))
+            gate = torch.full_like(gate, math.log(self.fixed_gate / (1.0 - self.fixed_gate)))
+        go = torch.where(has, F.logsigmoid(gate), NEG_INF)
+        stay = torch.where(has, F.logsigmoid(-gate), 0.0)
         return go, stay, logits - norm[first]
 
     def find(self, previous: torch.Tensor, following: torch.Tensor) -> torch.Tensor:

@@ -91,7 +91,9 @@ class SLM(SegmentLM):
             self.lexicon = CategoryDirectLexicon(lexicon, categories, init_scale=scale)
         elif lexicon:
             self.lexicon = (
-                DirectLexicon(lexicon, pairs=config.lexicon_pairs)
+                DirectLexicon(
+                    lexicon, pairs=config.lexicon_pairs, pairs_gate=config.lexicon_pairs_gate
+                )
                 if direct
                 else Lexicon(lexicon, config.hidden_dim)
             )
