@@ -8,6 +8,7 @@ posteriors and the Viterbi segmentation must agree with that enumeration.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -30,7 +31,7 @@ TEXTS = ["abab", "b", "aab", "baaba", "abb"]
 
 def paired(seed: int = 0, pairs: int = 40, **options) -> torch.nn.Module:
     torch.manual_seed(seed)
-    config = LMConfig(
+    settings = dict(
         model="slm",
         context="none",
         lexicon_logits="direct",
@@ -48,8 +49,8 @@ def paired(seed: int = 0, pairs: int = 40, **options) -> torch.nn.Module:
         speller_dim=6,
         max_segment_length=NO_LIMIT,
         dropout=0.0,
-        **options,
     )
+    config = LMConfig(**{**settings, **options})
     lm = build_word_lm(config, VOCAB, WORDS).eval()
     with torch.no_grad():  # gates and pair logits away from their start, so that both matter
         lm.pairs.gate.normal_()
@@ -231,3 +232,42 @@ def test_pairs_resolve_without_the_pruning_that_would_weigh_entries_without_them
                 table_lm(model="slm", lexicon_pairs=1000, lexicon_prune=True), "words"
             )
         )
+    gated = table_lm(model="slm", lexicon_pairs=1000, lexicon_pairs_gate=0.1)
+    assert resolve_lm_config(gated, "words").lexicon_prune is False
+    # asked for, the pruning goes with a fixed gate, and the speller learns the kept entries
+    pruned = resolve_lm_config(dataclasses.replace(gated, lexicon_prune=True), "words")
+    assert pruned.lexicon_prune is True and pruned.speller_entries > 0
+    validate_config(pruned)
+
+
+def test_a_fixed_gate_with_the_pruning_counts_uses_through_pairs_and_prunes():
+    from segrl.lm.lexicon import LexiconUsage
+
+    lm = paired(seed=4, lexicon_pairs_gate=0.5, lexicon_prune=True)
+    with torch.no_grad():  # the speller's share of the model without pairs, about e^-30
+        lm.lexicon.gate_bias.fill_(30.0)
+    usage = LexiconUsage(lm.lexicon)
+    probe = usage.probe()
+    chars = lm.encode(TEXTS)
+    loss, _ = lm.marginal_loss(chars)
+    loss.backward()
+    usage.add(probe, scale=-1.0 / sum(len(t) + 1 for t in TEXTS))  # the loss is per character
+    # the probe's gradient is the expected uses: each text's posterior over its segmentations
+    expected = torch.zeros(len(lm.lexicon), dtype=torch.float64)
+    with torch.no_grad():
+        for text in TEXTS:
+            options = segmentations(text)
+            weights = torch.softmax(torch.tensor([by_hand(lm, s) for s in options]), 0)
+            for weight, segments in zip(weights.tolist(), options, strict=True):
+                for segment in segments:
+                    if segment in lm.lexicon.index:
+                        expected[lm.lexicon.index[segment]] += weight
+    # with the lexicon drawing every entry, its uses (by the entry's own probability or through
+    # a pair) are the posterior uses of each entry as a segment
+    assert expected.sum() > 1.0
+    assert torch.allclose(usage.counts, expected, atol=1e-4)
+    before = int(lm.lexicon.kept().sum())
+    gains = lm.entry_gains(lm.lexicon.entries)
+    pruned = usage.prune(gains, price=1.0)
+    assert pruned["lexicon_entries"] + pruned["lexicon_pruned"] == before
+    assert int(lm.lexicon.kept().sum()) == pruned["lexicon_entries"]

@@ -164,8 +164,9 @@ class LMConfig:
     of entries, those found next to each other in the most training word types (at least 2): after
     an entry with pairs, the next segment comes from its pairs with a learnt probability, else from
     the model without pairs, so that a frequent sequence of morphs need not become an entry of its
-    own (Goldwater, Griffiths and Johnson's bigram). 0: none. Not with ``lexicon_prune`` (left
-    unset, it resolves to off): the pruning weighs an entry by what it gains alone."""
+    own (Goldwater, Griffiths and Johnson's bigram). 0: none. Left unset, ``lexicon_prune``
+    resolves to off with it: the pruning weighs an entry by what it gains alone; given, it needs a
+    fixed ``lexicon_pairs_gate``."""
     lexicon_pairs_gate: float = 0.0
     """With ``lexicon_pairs``: the probability ``rho`` that the segment after an entry with pairs
     comes from its pairs, fixed for every entry (above 0, below 1), as the back-off weight of a
@@ -337,12 +338,12 @@ class LMConfig:
                 f"{prefix}lexicon_pairs_gate weighs the bigram over the lexicon's entries: give "
                 f"{prefix}lexicon_pairs above 0 with it, or {prefix}lexicon_pairs_gate = 0"
             )
-        if self.lexicon_pairs and self.lexicon_prune:
+        if self.lexicon_pairs and not self.lexicon_pairs_gate and self.lexicon_prune:
             raise ConfigError(
-                f"{prefix}lexicon_pairs cannot go with {prefix}lexicon_prune: the pruning weighs an "
-                "entry by what it gains alone, not after the entries it pairs with, and takes the "
-                f"entries that pairs use; give {prefix}lexicon_prune = false (leave it unset: it "
-                "then resolves so)"
+                f"{prefix}lexicon_pairs with a learnt gate cannot go with {prefix}lexicon_prune: "
+                "the pruning weighs an entry by what it gains alone, not after the entries it "
+                f"pairs with, and takes the entries that pairs use; give {prefix}lexicon_prune = "
+                f"false (leave it unset: it then resolves so), or fix {prefix}lexicon_pairs_gate"
             )
 
 
