@@ -391,9 +391,9 @@ def test_transfer_table_reads_a_curve_beside_its_own_designs_shorter_budget():
 
 
 def test_lexicon_drift_names_what_the_later_lexicon_lost(tmp_path):
-    """Two models that differ by one pruned entry, the one the earlier cuts with most: the tool's counts are the
-    lexicons' and the Viterbi segmentations', and a boundary the pruned entry cut with is put down to
-    the pruning."""
+    """Two models that differ by one pruned entry, the one the earlier cuts with most: the tool's
+    counts are the lexicons' and the Viterbi segmentations', and a boundary the pruned entry cut
+    with is put down to the pruning."""
     from segrl.data.corpus import PLACEHOLDER
     from segrl.data.gold import load_gold
     from segrl.data.vocab import CharVocab

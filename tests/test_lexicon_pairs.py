@@ -8,7 +8,6 @@ posteriors and the Viterbi segmentation must agree with that enumeration.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 
@@ -235,7 +234,10 @@ def test_pairs_resolve_without_the_pruning_that_would_weigh_entries_without_them
     gated = table_lm(model="slm", lexicon_pairs=1000, lexicon_pairs_gate=0.1)
     assert resolve_lm_config(gated, "words").lexicon_prune is False
     # asked for, the pruning goes with a fixed gate, and the speller learns the kept entries
-    pruned = resolve_lm_config(dataclasses.replace(gated, lexicon_prune=True), "words")
+    pruned = resolve_lm_config(
+        table_lm(model="slm", lexicon_pairs=1000, lexicon_pairs_gate=0.1, lexicon_prune=True),
+        "words",
+    )
     assert pruned.lexicon_prune is True and pruned.speller_entries > 0
     validate_config(pruned)
 
