@@ -171,6 +171,15 @@ class LMConfig:
     """With ``lexicon_pairs``: the probability ``rho`` that the segment after an entry with pairs
     comes from its pairs, fixed for every entry (above 0, below 1), as the back-off weight of a
     hierarchical bigram; 0: learnt, one gate an entry."""
+    lexicon_prior: float = 0.0
+    """``slm`` with a direct lexicon and no categories: the weight of a Dirichlet prior on the
+    lexicon's entry probabilities, in pseudo-uses per training text, whose mean ``pi`` is each kept
+    entry's share of the training word types that hold it (``slm_lexicon_counts``). The training
+    loss adds ``lexicon_prior * texts * CE(pi, q) / characters`` (``q`` the lexicon's softmax), so
+    that at its optimum an entry's probability is its expected uses plus ``lexicon_prior * texts *
+    pi``, over the total: how many words hold an entry keeps a part of its weight, not only the uses
+    the posterior gives it (``segrl.lm.lexicon.DirectLexicon.prior_cross_entropy``). 0: none, the
+    maximum-likelihood weights."""
     lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
     one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
@@ -337,6 +346,16 @@ class LMConfig:
             raise ConfigError(
                 f"{prefix}lexicon_pairs_gate weighs the bigram over the lexicon's entries: give "
                 f"{prefix}lexicon_pairs above 0 with it, or {prefix}lexicon_pairs_gate = 0"
+            )
+        if self.lexicon_prior < 0:
+            raise ConfigError(f"{prefix}lexicon_prior must be at least 0, got {self.lexicon_prior}")
+        if self.lexicon_prior and pairless:
+            raise ConfigError(
+                f"{prefix}lexicon_prior weighs a direct lexicon's entries: it needs {prefix}model "
+                f"= 'slm', context = 'none', a lexicon (lexicon_size above 0) with lexicon_logits "
+                f"= 'direct' and no categories (got {self.model!r}, {self.context!r}, "
+                f"{self.lexicon_size}, {self.lexicon_logits!r}, {self.categories!r}); or "
+                f"{prefix}lexicon_prior = 0"
             )
         if self.lexicon_pairs and not self.lexicon_pairs_gate and self.lexicon_prune:
             raise ConfigError(

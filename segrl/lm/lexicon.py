@@ -111,6 +111,17 @@ def _most_held(counts: Counter[str], size: int) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:size])
 
 
+def set_lexicon_prior(model: nn.Module, held: Mapping[str, int]) -> None:
+    """Gives a new model's direct lexicon the mean of its entries' prior, the number of training
+    word types that hold each (``held``, as ``slm_lexicon_counts`` counts them; at least 1), where
+    its config asks for one (``LMConfig.lexicon_prior`` above 0); nothing otherwise."""
+    lexicon = getattr(model, "lexicon", None)
+    if not model.config.lexicon_prior or not isinstance(lexicon, DirectLexicon):
+        return
+    counts = torch.tensor([held.get(e, 0) for e in lexicon.entries], dtype=torch.float)
+    lexicon.prior_held = counts.clamp(min=1).to(lexicon.logits.device)
+
+
 def seed_lexicon(model: nn.Module, held: Mapping[str, int]) -> None:
     """Sets a new model's direct lexicon's logits to the log of the number of training word types
     that hold each entry (``held``, as ``slm_lexicon_counts`` counts them; an entry missing or
@@ -254,10 +265,24 @@ class DirectLexicon(Lexicon):
         self.terminator_bias = nn.Parameter(torch.zeros(len(self.entries)))
         self.pairs = EntryPairs(len(self.entries), pairs, pairs_gate) if pairs else None
         """The bigram over the entries (``LMConfig.lexicon_pairs``), or None."""
+        self.register_buffer("prior_held", None, persistent=False)
+        """[M] the number of training word types that hold each entry, the mean of the prior on the
+        entries' probabilities (``LMConfig.lexicon_prior``, ``set_lexicon_prior``), or None. Not
+        saved: a model is built from its training words again before it resumes."""
 
     def kept(self) -> torch.Tensor:
         """[M] bool: the entries not pruned (``LexiconUsage.prune``), on the logits' device."""
         return (self.logits.detach() > PRUNED_LOGIT / 2).reshape(-1, len(self)).any(0)
+
+    def prior_cross_entropy(self) -> torch.Tensor:
+        """Differentiable scalar: ``-sum_m pi_m log q_m`` in nats, ``q`` the lexicon's softmax over
+        its entries and ``pi`` the kept entries' shares of ``prior_held`` (pruned entries none);
+        its minimum is at ``q = pi``. 0 without ``prior_held``."""
+        if self.prior_held is None:
+            return self.logits.new_zeros(())
+        held = torch.where(self.kept(), self.prior_held, 0.0)
+        share = held / held.sum()
+        return -(share * torch.log_softmax(self.logits, dim=-1)).sum()
 
     def gate_logit(self, cond: torch.Tensor) -> torch.Tensor:
         return self.gate_bias.expand(cond.shape[:-1])

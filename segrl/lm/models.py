@@ -19,7 +19,7 @@ from segrl.errors import ConfigError, ModelError
 from segrl.files import atomic_folder
 from segrl.lm.base import SegmentLM
 from segrl.lm.config import LMConfig
-from segrl.lm.lexicon import entry_pairs, seed_lexicon, slm_lexicon_counts
+from segrl.lm.lexicon import entry_pairs, seed_lexicon, set_lexicon_prior, slm_lexicon_counts
 from segrl.lm.segment_lstm import SegmentLSTM
 from segrl.lm.slm import SLM
 
@@ -66,11 +66,13 @@ def build_lm(config: LMConfig, vocab: CharVocab, lexicon: Sequence[str] | None =
 def build_word_lm(config: LMConfig, vocab: CharVocab, words: Iterable[str]) -> SegmentLM:
     """``build_lm`` for a model trained on ``words`` (its training word types): its lexicon, where
     ``config`` has one, is their ``slm_lexicon``, started as ``config.lexicon_init`` says
-    (``seed_lexicon``), its substrings counted once for both."""
+    (``seed_lexicon``) and given its prior (``set_lexicon_prior``), its substrings counted once for
+    all."""
     words = list(words)
     held = slm_lexicon_counts(config, words)
     model = build_lm(config, vocab, None if held is None else list(held))
     seed_lexicon(model, held or {})
+    set_lexicon_prior(model, held or {})
     pairs = getattr(getattr(model, "lexicon", None), "pairs", None)
     if pairs is not None:  # the entries found next to each other in the most words
         keys, counts = entry_pairs(words, model.lexicon.entries, config.lexicon_pairs)

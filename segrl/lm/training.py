@@ -67,7 +67,8 @@ class LMTrainer:
         corpus: the training texts, for ``slm`` with a lexicon whose ``config.lexicon_cost`` is above
             0: the lexicon's description length for as many segments as there are texts
             (``SLM.lexicon_description_length``), divided by their characters (each text's end
-            counted), is added to every marginal update's loss.
+            counted), is added to every marginal update's loss; and for a lexicon with a prior
+            (``config.lexicon_prior``) its cross-entropy, at as many pseudo-uses a text.
     """
 
     def __init__(
@@ -113,6 +114,11 @@ class LMTrainer:
                 spelled = _spelled_nll(model, self._entry_sample(len(texts)))
                 stats["speller_entry_bits_per_char"] = spelled.item() / math.log(2)
                 nll = nll + model.config.speller_entries * spelled
+            if model.config.lexicon_prior and self.corpus_chars:  # a Dirichlet prior's pull
+                prior = model.lexicon.prior_cross_entropy()
+                stats["lexicon_prior_nats"] = prior.item()
+                weight = model.config.lexicon_prior * self.lexicon_uses / self.corpus_chars
+                nll = nll + weight * prior
             if not (self.corpus_chars and model.config.lexicon_cost):
                 return nll, stats
             length = model.lexicon_description_length(self.lexicon_uses)
