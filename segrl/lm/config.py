@@ -179,9 +179,9 @@ class LMConfig:
     that at its optimum an entry's probability is its expected uses plus ``lexicon_prior * texts *
     pi``, over the total: how many words hold an entry keeps a part of its weight, not only the uses
     the posterior gives it (``segrl.lm.lexicon.DirectLexicon.prior_cross_entropy``). 0: none, the
-    maximum-likelihood weights. A model loaded from its file has no prior (its training words are
-    not saved): trained further, as an evaluator started from it is, its weights are maximum
-    likelihood whatever this says."""
+    maximum-likelihood weights. Only a model built from its training words has the prior
+    (``segrl.lm.models.build_word_lm``, a resumed run's included); one loaded from its file
+    (``load_lm``, to segment with) has none: its training words are not saved."""
     lexicon_logits: LMLexiconLogits | None = "projected"
     """``slm`` without context, with a lexicon: how the lexicon's logits (its gate, one per entry and
     one per entry's terminator) are learnt: ``projected``, as linear maps of the learnt context
