@@ -49,7 +49,7 @@ def test_a_pruned_entry_has_no_share_of_the_prior():
     assert lm.lexicon.prior_cross_entropy().item() == pytest.approx(math.log(3), rel=1e-5)
 
 
-def test_without_a_weight_there_is_no_prior_and_the_loss_is_unchanged():
+def test_without_a_weight_there_is_no_prior_and_no_cross_entropy():
     lm = prior_lm(0.0)
     assert lm.lexicon.prior_held is None
     assert lm.lexicon.prior_cross_entropy().item() == 0.0

@@ -324,20 +324,23 @@ class LMConfig:
             raise ConfigError(f"{prefix}lexicon_size must be at least 0, got {self.lexicon_size}")
         if self.lexicon_pairs < 0:
             raise ConfigError(f"{prefix}lexicon_pairs must be at least 0, got {self.lexicon_pairs}")
-        pairless = (
+        no_direct_lexicon = (
             self.model != "slm"
             or self.context not in (None, "none")
             or self.categories != "none"
             or self.lexicon_logits == "projected"
             or self.lexicon_size == 0
         )
-        if self.lexicon_pairs and pairless:
+        direct_lexicon = (  # what lexicon_pairs and lexicon_prior need
+            f"{prefix}model = 'slm', context = 'none', a lexicon (lexicon_size above 0) with "
+            f"lexicon_logits = 'direct' and no categories (got {self.model!r}, "
+            f"{self.context!r}, {self.lexicon_size}, {self.lexicon_logits!r}, "
+            f"{self.categories!r})"
+        )
+        if self.lexicon_pairs and no_direct_lexicon:
             raise ConfigError(
                 f"{prefix}lexicon_pairs is a bigram over a direct lexicon's entries: it needs "
-                f"{prefix}model = 'slm', context = 'none', a lexicon (lexicon_size above 0) with "
-                f"lexicon_logits = 'direct' and no categories (got {self.model!r}, "
-                f"{self.context!r}, {self.lexicon_size}, {self.lexicon_logits!r}, "
-                f"{self.categories!r}); or {prefix}lexicon_pairs = 0"
+                f"{direct_lexicon}; or {prefix}lexicon_pairs = 0"
             )
         if not 0.0 <= self.lexicon_pairs_gate < 1.0:
             raise ConfigError(
@@ -351,13 +354,10 @@ class LMConfig:
             )
         if self.lexicon_prior < 0:
             raise ConfigError(f"{prefix}lexicon_prior must be at least 0, got {self.lexicon_prior}")
-        if self.lexicon_prior and pairless:
+        if self.lexicon_prior and no_direct_lexicon:
             raise ConfigError(
-                f"{prefix}lexicon_prior weighs a direct lexicon's entries: it needs {prefix}model "
-                f"= 'slm', context = 'none', a lexicon (lexicon_size above 0) with lexicon_logits "
-                f"= 'direct' and no categories (got {self.model!r}, {self.context!r}, "
-                f"{self.lexicon_size}, {self.lexicon_logits!r}, {self.categories!r}); or "
-                f"{prefix}lexicon_prior = 0"
+                f"{prefix}lexicon_prior weighs a direct lexicon's entries: it needs "
+                f"{direct_lexicon}; or {prefix}lexicon_prior = 0"
             )
         if self.lexicon_pairs and not self.lexicon_pairs_gate and self.lexicon_prune:
             raise ConfigError(

@@ -118,8 +118,14 @@ def set_lexicon_prior(model: nn.Module, held: Mapping[str, int]) -> None:
     lexicon = getattr(model, "lexicon", None)
     if not model.config.lexicon_prior or not isinstance(lexicon, DirectLexicon):
         return
+    lexicon.prior_held = _held_counts(lexicon, held)
+
+
+def _held_counts(lexicon: DirectLexicon, held: Mapping[str, int]) -> torch.Tensor:
+    """[M] float, on the logits' device: each entry's number of training word types in ``held``,
+    at least 1 (an entry missing or held by none counts as held once)."""
     counts = torch.tensor([held.get(e, 0) for e in lexicon.entries], dtype=torch.float)
-    lexicon.prior_held = counts.clamp(min=1).to(lexicon.logits.device)
+    return counts.clamp(min=1).to(lexicon.logits.device)
 
 
 def seed_lexicon(model: nn.Module, held: Mapping[str, int]) -> None:
@@ -130,8 +136,7 @@ def seed_lexicon(model: nn.Module, held: Mapping[str, int]) -> None:
     lexicon = getattr(model, "lexicon", None)
     if model.config.lexicon_init != "counts" or not isinstance(lexicon, DirectLexicon):
         return
-    counts = torch.tensor([held.get(e, 0) for e in lexicon.entries], dtype=torch.float)
-    seeded = counts.clamp(min=1).log().to(lexicon.logits.device)
+    seeded = _held_counts(lexicon, held).log()
     with torch.no_grad():
         if model.config.categories == "free":  # the classes' random start tells them apart
             lexicon.logits.add_(seeded)
